@@ -1,0 +1,607 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ServerFlavor names the goose server program and the protocol it speaks.
+// +kubebuilder:validation:Enum=serve;goosed
+type ServerFlavor string
+
+const (
+	// ServerFlavorServe is `goose serve`: ACP over WebSocket, current goose,
+	// shipped in the official goose image.
+	ServerFlavorServe ServerFlavor = "serve"
+	// ServerFlavorGoosed is `goosed`: the REST API of goose 1.37 to 1.41.
+	// The official image does not ship it, so an image must be given.
+	ServerFlavorGoosed ServerFlavor = "goosed"
+)
+
+// Mode is goose's tool-approval policy.
+// +kubebuilder:validation:Enum=auto;approve;smart_approve;chat
+type Mode string
+
+const (
+	// ModeAuto runs every tool without asking.
+	ModeAuto Mode = "auto"
+	// ModeApprove asks before every tool call.
+	ModeApprove Mode = "approve"
+	// ModeSmartApprove asks only before tool calls goose judges risky.
+	ModeSmartApprove Mode = "smart_approve"
+	// ModeChat never runs tools.
+	ModeChat Mode = "chat"
+)
+
+// ExtensionType is the kind of a goose extension.
+// +kubebuilder:validation:Enum=builtin;platform;stdio;streamable_http
+type ExtensionType string
+
+const (
+	// ExtensionBuiltin is an MCP server compiled into goose, by name (developer, memory, ...).
+	ExtensionBuiltin ExtensionType = "builtin"
+	// ExtensionPlatform is a goose platform extension, by name (todo, skills, ...).
+	ExtensionPlatform ExtensionType = "platform"
+	// ExtensionStdio is an MCP server goose starts as a child process.
+	ExtensionStdio ExtensionType = "stdio"
+	// ExtensionStreamableHTTP is a remote MCP server reached over streamable HTTP.
+	ExtensionStreamableHTTP ExtensionType = "streamable_http"
+)
+
+// GooseAgentSpec is the desired state of a GooseAgent.
+// +kubebuilder:validation:XValidation:rule="!(has(self.instructions) && has(self.instructionsFrom))",message="spec.instructions and spec.instructionsFrom are mutually exclusive",fieldPath=".instructionsFrom"
+type GooseAgentSpec struct {
+	// Server selects the goose server program, its image and pull policy.
+	// +kubebuilder:default={}
+	// +optional
+	Server ServerSpec `json:"server,omitempty"`
+
+	// Provider is the LLM provider and model goose uses.
+	// +required
+	Provider ProviderSpec `json:"provider"`
+
+	// Description says what the agent is for. It is published in the A2A
+	// agent card so that other agents can decide when to delegate to it.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Description string `json:"description,omitempty"`
+
+	// Instructions are extra system instructions for goose, inline.
+	// Mutually exclusive with instructionsFrom.
+	// +kubebuilder:validation:MaxLength=65536
+	// +optional
+	Instructions string `json:"instructions,omitempty"`
+
+	// InstructionsFrom reads the instructions from a ConfigMap or Secret key.
+	// Mutually exclusive with instructions.
+	// +optional
+	InstructionsFrom *ValueSource `json:"instructionsFrom,omitempty"`
+
+	// Extensions are the goose extensions (MCP servers) enabled for every session.
+	// Names must be unique.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Extensions []ExtensionSpec `json:"extensions,omitempty"`
+
+	// Mode is the tool-approval policy: auto runs tools without asking; approve
+	// asks before every tool call; smart_approve asks before risky ones; chat
+	// runs no tools. Approvals reach ADK clients as tool confirmations.
+	// +kubebuilder:default=auto
+	// +optional
+	Mode Mode `json:"mode,omitempty"`
+
+	// Replicas is the number of agent pods. Unset leaves the count to whoever
+	// scales the StatefulSet (an HPA, or kubectl scale); the operator starts it at 1.
+	// Each replica has its own session volume.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=32
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Resources of the goose container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Storage is the per-replica volume holding goose's and the sidecar's
+	// session databases. It is immutable: a StatefulSet's volume claims cannot change.
+	// +kubebuilder:default={}
+	// +optional
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// Workspace is the volume mounted as goose's working directory.
+	// +kubebuilder:default={}
+	// +optional
+	Workspace WorkspaceSpec `json:"workspace,omitempty"`
+
+	// Sidecar configures the injected adk2goose sidecar, the pod's only exposed port.
+	// +kubebuilder:default={}
+	// +optional
+	Sidecar SidecarSpec `json:"sidecar,omitempty"`
+
+	// PodTemplate holds overrides applied to the agent pods.
+	// +optional
+	PodTemplate PodTemplateOverrides `json:"podTemplate,omitempty"`
+
+	// NetworkPolicy, when set, makes the operator create a NetworkPolicy that
+	// admits ingress only to the sidecar port.
+	// +optional
+	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
+}
+
+// ServerSpec selects the goose server.
+// +kubebuilder:validation:XValidation:rule="!has(self.flavor) || self.flavor != 'goosed' || has(self.image)",message="spec.server.image is required when spec.server.flavor is goosed: the official goose image ships no goosed",fieldPath=".image",reason=FieldValueRequired
+type ServerSpec struct {
+	// Flavor is the goose server program: serve (`goose serve`, ACP; current
+	// goose) or goosed (REST; goose 1.37 to 1.41, needs an image that has it).
+	// +kubebuilder:default=serve
+	// +optional
+	Flavor ServerFlavor `json:"flavor,omitempty"`
+
+	// Image is the goose container image. Defaults to the operator's goose
+	// image for flavor serve; required for goosed.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// ImagePullPolicy of the goose container.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+}
+
+// ProviderSpec is the LLM provider goose calls.
+// +kubebuilder:validation:XValidation:rule="!(self.name in ['openai','anthropic','google','openrouter','azure_openai','groq','xai','mistral','deepseek','venice','tetrate']) || has(self.apiKeySecretRef)",messageExpression="'spec.provider.apiKeySecretRef is required for provider ' + self.name",fieldPath=".apiKeySecretRef",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="self.name != 'azure_openai' || has(self.baseURL)",message="spec.provider.baseURL (the Azure OpenAI endpoint) is required for provider azure_openai",fieldPath=".baseURL",reason=FieldValueRequired
+type ProviderSpec struct {
+	// Name is goose's provider id: openai, anthropic, google, ollama,
+	// openrouter, azure_openai, litellm, groq, xai, databricks, ...
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_]*$`
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+
+	// Model is the provider's model name, e.g. gpt-4o or claude-sonnet-4-5.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Model string `json:"model"`
+
+	// APIKeySecretRef names the Secret key holding the provider's API key. It
+	// reaches goose only as an environment variable, never in its config file.
+	// +optional
+	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
+
+	// BaseURL overrides the provider's endpoint (OPENAI_HOST, OLLAMA_HOST,
+	// ANTHROPIC_HOST, AZURE_OPENAI_ENDPOINT, LITELLM_HOST, ...).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="spec.provider.baseURL must be an http or https URL"
+	// +optional
+	BaseURL string `json:"baseURL,omitempty"`
+
+	// Env sets further provider environment variables from Secrets, such as
+	// OPENAI_ORGANIZATION or AZURE_OPENAI_DEPLOYMENT_NAME.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Env []SecretEnvVar `json:"env,omitempty"`
+}
+
+// SecretKeyRef selects a key of a Secret in the GooseAgent's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Key within the Secret.
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Key string `json:"key"`
+}
+
+// ConfigMapKeyRef selects a key of a ConfigMap in the GooseAgent's namespace.
+type ConfigMapKeyRef struct {
+	// Name of the ConfigMap.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Key within the ConfigMap.
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Key string `json:"key"`
+}
+
+// ValueSource reads a value from exactly one of a ConfigMap or a Secret key.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapKeyRef) != has(self.secretKeyRef)",message="exactly one of configMapKeyRef and secretKeyRef must be set"
+type ValueSource struct {
+	// ConfigMapKeyRef selects a ConfigMap key.
+	// +optional
+	ConfigMapKeyRef *ConfigMapKeyRef `json:"configMapKeyRef,omitempty"`
+	// SecretKeyRef selects a Secret key.
+	// +optional
+	SecretKeyRef *SecretKeyRef `json:"secretKeyRef,omitempty"`
+}
+
+// SecretEnvVar is an environment variable whose value comes from a Secret key.
+type SecretEnvVar struct {
+	// Name of the environment variable.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Name string `json:"name"`
+	// SecretKeyRef selects the value.
+	// +required
+	SecretKeyRef SecretKeyRef `json:"secretKeyRef"`
+}
+
+// EnvVar is an environment variable with a literal value or a Secret key.
+// +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.secretKeyRef)",message="exactly one of value and secretKeyRef must be set"
+type EnvVar struct {
+	// Name of the environment variable.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Name string `json:"name"`
+	// Value is a literal value. Do not put secrets here; use secretKeyRef.
+	// +kubebuilder:validation:MaxLength=8192
+	// +optional
+	Value *string `json:"value,omitempty"`
+	// SecretKeyRef reads the value from a Secret key.
+	// +optional
+	SecretKeyRef *SecretKeyRef `json:"secretKeyRef,omitempty"`
+}
+
+// ExtensionSpec is one goose extension.
+// +kubebuilder:validation:XValidation:rule="self.type != 'stdio' || has(self.cmd)",message="spec.extensions[].cmd is required when type is stdio",fieldPath=".cmd",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="self.type == 'stdio' || !(has(self.cmd) || has(self.args) || has(self.env))",message="spec.extensions[].cmd, args and env are only allowed when type is stdio",fieldPath=".cmd"
+// +kubebuilder:validation:XValidation:rule="self.type != 'streamable_http' || has(self.uri)",message="spec.extensions[].uri is required when type is streamable_http",fieldPath=".uri",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="self.type == 'streamable_http' || !(has(self.uri) || has(self.headers) || has(self.headersFrom))",message="spec.extensions[].uri, headers and headersFrom are only allowed when type is streamable_http",fieldPath=".uri"
+type ExtensionSpec struct {
+	// Name identifies the extension. For builtin and platform extensions it is
+	// goose's own extension name (developer, memory, todo, ...).
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_-]*$`
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+
+	// Type is builtin, platform, stdio or streamable_http.
+	// +required
+	Type ExtensionType `json:"type"`
+
+	// Description tells the model what the extension is for.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Description string `json:"description,omitempty"`
+
+	// Cmd is the program goose starts (stdio only). It must exist in the goose image.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Cmd string `json:"cmd,omitempty"`
+
+	// Args are the program's arguments (stdio only).
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Env is the program's environment (stdio only).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Env []EnvVar `json:"env,omitempty"`
+
+	// URI is the MCP server's endpoint (streamable_http only).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="spec.extensions[].uri must be an http or https URL"
+	// +optional
+	URI string `json:"uri,omitempty"`
+
+	// Headers are literal HTTP headers sent to the MCP server (streamable_http only).
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	Headers map[string]string `json:"headers,omitempty"`
+
+	// HeadersFrom are HTTP headers whose values come from Secrets, for tokens
+	// (streamable_http only).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	HeadersFrom []SecretHeader `json:"headersFrom,omitempty"`
+
+	// TimeoutSeconds bounds each call to the extension.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// SecretHeader is an HTTP header whose value comes from a Secret key.
+type SecretHeader struct {
+	// Name of the header.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Name string `json:"name"`
+	// SecretKeyRef selects the value.
+	// +required
+	SecretKeyRef SecretKeyRef `json:"secretKeyRef"`
+}
+
+// StorageSpec is the per-replica session volume.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.storage is immutable: a StatefulSet's volume claim templates cannot change (resize the PVCs directly)"
+type StorageSpec struct {
+	// Size of each replica's volume.
+	// +kubebuilder:default="1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="spec.storage.size must be at least 64Mi"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of the volume claims; unset uses the cluster default.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// WorkspaceSpec is goose's working directory volume.
+// +kubebuilder:validation:XValidation:rule="!(has(self.emptyDir) && has(self.persistentVolumeClaim))",message="spec.workspace.emptyDir and spec.workspace.persistentVolumeClaim are mutually exclusive"
+type WorkspaceSpec struct {
+	// MountPath is where the workspace is mounted in the goose container and
+	// the working directory of new sessions.
+	// +kubebuilder:default="/workspace"
+	// +kubebuilder:validation:Pattern=`^/[^\x00]*$`
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!(self in ['/', '/data', '/tmp', '/etc', '/proc', '/sys', '/dev'])",message="spec.workspace.mountPath must not be a system directory or /data"
+	// +optional
+	MountPath string `json:"mountPath,omitempty"`
+
+	// EmptyDir gives each pod a scratch workspace (the default).
+	// +optional
+	EmptyDir *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`
+
+	// PersistentVolumeClaim mounts an existing claim, e.g. a ReadWriteMany
+	// volume shared by all replicas.
+	// +optional
+	PersistentVolumeClaim *corev1.PersistentVolumeClaimVolumeSource `json:"persistentVolumeClaim,omitempty"`
+}
+
+// SidecarSpec configures the injected adk2goose sidecar.
+type SidecarSpec struct {
+	// Image of the adk2goose sidecar. Defaults to the operator's sidecar image.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// ImagePullPolicy of the sidecar container.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// Resources of the sidecar container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Port the sidecar serves the ADK REST API and A2A on.
+	// +kubebuilder:default=8080
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// Auth configures the bearer token clients must present.
+	// +optional
+	Auth SidecarAuth `json:"auth,omitempty"`
+
+	// CORSAllowedOrigins lists the browser origins allowed to call the sidecar
+	// (for the ADK web UI), or "*".
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:XValidation:rule="self == '*' || (isURL(self) && url(self).getScheme() in ['http', 'https'])",message="spec.sidecar.corsAllowedOrigins entries must be \"*\" or an http(s) origin"
+	// +optional
+	CORSAllowedOrigins []string `json:"corsAllowedOrigins,omitempty"`
+}
+
+// SidecarAuth configures inbound authentication of the sidecar.
+type SidecarAuth struct {
+	// TokenSecretRef names the Secret key holding the token clients send as
+	// `Authorization: Bearer`, `X-API-Key` or `api_key`. Unset: the operator
+	// generates one and keeps it in the Secret named <agent>-adk2goose.
+	// +optional
+	TokenSecretRef *SecretKeyRef `json:"tokenSecretRef,omitempty"`
+}
+
+// PodTemplateOverrides are applied to the agent pods.
+type PodTemplateOverrides struct {
+	// Labels added to the pods.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations added to the pods.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// NodeSelector of the pods.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations of the pods.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// Affinity of the pods.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// ServiceAccountName of the pods. Its token is never mounted: agent pods
+	// do not talk to the Kubernetes API.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// ImagePullSecrets of the pods.
+	// +listType=atomic
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// Env adds environment variables to the goose container.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// SecurityContext replaces the pod security context. The default is the
+	// "restricted" Pod Security Standard (non-root, RuntimeDefault seccomp).
+	// +optional
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+	// PriorityClassName of the pods.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// NetworkPolicySpec configures the optional NetworkPolicy.
+type NetworkPolicySpec struct {
+	// From lists the peers allowed to reach the sidecar port. Empty allows any
+	// source; every other port of the pods is closed either way.
+	// +listType=atomic
+	// +optional
+	From []networkingv1.NetworkPolicyPeer `json:"from,omitempty"`
+}
+
+// GooseAgentStatus is the observed state of a GooseAgent.
+type GooseAgentStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Progressing, Degraded and StatsAvailable.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Replicas is the number of agent pods.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyReplicas is the number of agent pods ready to serve.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Endpoints are the in-cluster URLs clients call.
+	// +optional
+	Endpoints Endpoints `json:"endpoints,omitempty"`
+
+	// Sessions counts ADK sessions across all replicas.
+	// +optional
+	Sessions SessionStats `json:"sessions,omitempty"`
+
+	// Tokens counts LLM tokens used across all replicas, as goose reports them.
+	// +optional
+	Tokens TokenStats `json:"tokens,omitempty"`
+
+	// StatsUpdatedAt is when sessions and tokens were last collected.
+	// +optional
+	StatsUpdatedAt *metav1.Time `json:"statsUpdatedAt,omitempty"`
+}
+
+// Endpoints are the in-cluster URLs of an agent.
+type Endpoints struct {
+	// REST is the base URL of the ADK REST API (/run_sse, /apps/..., and the ADK web UI's backendUrl).
+	// +optional
+	REST string `json:"rest,omitempty"`
+	// AgentCard is the URL of the A2A agent card.
+	// +optional
+	AgentCard string `json:"agentCard,omitempty"`
+}
+
+// SessionStats counts sessions.
+type SessionStats struct {
+	// Total is the number of sessions that exist.
+	Total int64 `json:"total"`
+	// Active is the number of sessions with a reply in flight or used recently.
+	Active int64 `json:"active"`
+}
+
+// TokenStats counts tokens.
+type TokenStats struct {
+	// Input tokens (prompt).
+	Input int64 `json:"input"`
+	// Output tokens (completion).
+	Output int64 `json:"output"`
+	// Total tokens.
+	Total int64 `json:"total"`
+}
+
+// Condition types.
+const (
+	// ConditionReady: the agent serves requests.
+	ConditionReady = "Ready"
+	// ConditionProgressing: a rollout or scale is under way.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded: something keeps the agent from its desired state.
+	ConditionDegraded = "Degraded"
+	// ConditionStatsAvailable: sessions and tokens are fresh.
+	ConditionStatsAvailable = "StatsAvailable"
+)
+
+// Condition reasons. They are fixed so that tools can match on them.
+const (
+	ReasonAvailable         = "Available"
+	ReasonReconciling       = "Reconciling"
+	ReasonRolloutInProgress = "RolloutInProgress"
+	ReasonRolloutComplete   = "RolloutComplete"
+	ReasonPodsNotReady      = "PodsNotReady"
+	ReasonScaledToZero      = "ScaledToZero"
+	ReasonReferenceNotFound = "ReferenceNotFound"
+	ReasonApplyFailed       = "ApplyFailed"
+	ReasonInvalidSpec       = "InvalidSpec"
+	ReasonAsExpected        = "AsExpected"
+	ReasonStatsCollected    = "StatsCollected"
+	ReasonStatsStale        = "StatsStale"
+	ReasonStatsNotCollected = "NotCollectedYet"
+)
+
+// GooseAgent runs a goose server with the adk2goose sidecar, which serves it
+// as a Google ADK agent over the ADK REST API and A2A.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ga;gagent,categories=goose
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.provider.model`
+// +kubebuilder:printcolumn:name="Sessions",type=integer,JSONPath=`.status.sessions.total`
+// +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.tokens.total`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.spec.server.flavor`,priority=1
+// +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.sessions.active`,priority=1
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoints.rest`,priority=1
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 47 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 47 characters starting with a letter: it names the agent's StatefulSet, Services and volume claims",fieldPath=".metadata"
+type GooseAgent struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	// +required
+	Spec GooseAgentSpec `json:"spec"`
+	// Status is the observed state.
+	// +optional
+	Status GooseAgentStatus `json:"status,omitempty"`
+}
+
+// GooseAgentList is a list of GooseAgents.
+// +kubebuilder:object:root=true
+type GooseAgentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []GooseAgent `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&GooseAgent{}, &GooseAgentList{})
+}

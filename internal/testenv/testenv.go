@@ -1,0 +1,144 @@
+// Package testenv starts a real kube-apiserver and etcd (controller-runtime's
+// envtest) with the GooseAgent CRD installed, for tests across the module.
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+)
+
+// Env is a running control plane.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *runtime.Scheme
+	// Kubeconfig is the path of a kubeconfig file for kubectl.
+	Kubeconfig string
+	// Assets is the directory holding kube-apiserver, etcd and kubectl.
+	Assets string
+
+	env *envtest.Environment
+}
+
+// RepoRoot returns the repository root, found from this file's location.
+func RepoRoot() string {
+	_, file, _, _ := goruntime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Scheme returns a scheme with the built-in types and the GooseAgent API.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err) // static registration cannot fail at run time
+	}
+	if err := agentsv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// ErrNoAssets means KUBEBUILDER_ASSETS is unset, so no control plane can start.
+var ErrNoAssets = errors.New("KUBEBUILDER_ASSETS is not set: `make test` builds the envtest binaries and sets it")
+
+// New starts a control plane with the CRDs of config/crd/bases installed.
+// Call Stop when done. It returns ErrNoAssets without KUBEBUILDER_ASSETS.
+func New() (*Env, error) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		return nil, ErrNoAssets
+	}
+	scheme := Scheme()
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+		Scheme:                scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("failed to start envtest: %w", err)
+	}
+	e := &Env{Config: cfg, Scheme: scheme, Assets: assets, env: env}
+	if err := e.init(); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Env) init() error {
+	c, err := client.New(e.Config, client.Options{Scheme: e.Scheme})
+	if err != nil {
+		return fmt.Errorf("failed to create client: %w", err)
+	}
+	e.Client = c
+	user, err := e.env.AddUser(envtest.User{Name: "envtest-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("failed to add envtest user: %w", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("failed to render kubeconfig: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "testenv-")
+	if err != nil {
+		return fmt.Errorf("failed to create kubeconfig dir: %w", err)
+	}
+	e.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(e.Kubeconfig, kc, 0o600); err != nil {
+		return fmt.Errorf("failed to write kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// Stop stops the control plane and removes the kubeconfig.
+func (e *Env) Stop() error {
+	if e.Kubeconfig != "" {
+		_ = os.RemoveAll(filepath.Dir(e.Kubeconfig))
+	}
+	return e.env.Stop()
+}
+
+// Start starts a control plane for one test and stops it when the test ends.
+// Without KUBEBUILDER_ASSETS the test is skipped, except under CI (CI set),
+// where a missing control plane is a failure.
+func Start(t testing.TB) *Env {
+	t.Helper()
+	e, err := New()
+	SkipOrFail(t, err)
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Errorf("failed to stop envtest: %v", err)
+		}
+	})
+	return e
+}
+
+// SkipOrFail handles an error of New in a test: skip for ErrNoAssets outside
+// CI, fail otherwise.
+func SkipOrFail(t testing.TB, err error) {
+	t.Helper()
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNoAssets) && os.Getenv("CI") == "":
+		t.Skip(err.Error())
+	default:
+		t.Fatal(err)
+	}
+}
+
+// Kubectl returns the path of the kubectl binary built beside the envtest binaries.
+func (e *Env) Kubectl() string { return filepath.Join(e.Assets, "kubectl") }
