@@ -1,0 +1,92 @@
+package acp
+
+import (
+	"testing"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+)
+
+// Seeds are goose's own frames (goose-acp.md §2.6, §3.1).
+var decodeSeeds = []struct{ method, params string }{
+	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Let me look."},"_meta":{"goose":{"created":1784563200,"messageId":"msg_a1"}}}}`},
+	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"I should list"},"_meta":{"goose":{"created":1784563200,"messageId":"msg_a1"}}}}`},
+	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"tool_call","toolCallId":"toolu_01X","title":"shell","rawInput":{"command":"ls -la"},"_meta":{"goose":{"toolCall":{"toolName":"developer__shell","extensionName":"developer"}}}}}`},
+	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"tool_call_update","toolCallId":"toolu_01X","title":"listing files in directory"}}`},
+	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"tool_call_update","toolCallId":"toolu_01X","status":"completed","content":[{"type":"content","content":{"type":"text","text":"total 8"}}],"rawOutput":{"files":3}}}`},
+	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"usage_update","used":2398,"size":128000,"cost":{"amount":0.0118,"currency":"USD"}}}`},
+	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"session_info_update","_meta":{"goose":{"activeRunId":null}}}}`},
+	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}`},
+	{methodGooseUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"usage_update","used":2398,"contextLimit":128000,"accumulatedInputTokens":4420,"accumulatedOutputTokens":171,"accumulatedCost":0.0118}}`},
+	{methodGooseUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"message_usage","messageId":"msg_a2","usage":{"inputTokens":2310,"outputTokens":88,"totalTokens":2398,"cacheReadTokens":0,"cacheWriteTokens":0,"cost":0.0061,"costSource":"estimated","elapsedMs":2140,"timeToFirstTokenMs":610,"isCompaction":false}}}`},
+	{methodGooseUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"status_message","status":{"type":"notice","message":"compacting"}}}`},
+}
+
+func TestDecodeNotificationGooseFrames(t *testing.T) {
+	want := []func(d decoded) bool{
+		func(d decoded) bool {
+			e, ok := d.Event.(*goose.TextDelta)
+			return ok && e.MessageID == "msg_a1" && e.Text == "Let me look."
+		},
+		func(d decoded) bool { e, ok := d.Event.(*goose.ThinkingDelta); return ok && e.MessageID == "msg_a1" },
+		func(d decoded) bool {
+			e, ok := d.Event.(*goose.ToolRequest)
+			return ok && e.Name == "developer__shell" && string(e.Arguments) == `{"command":"ls -la"}`
+		},
+		func(d decoded) bool { return d.Event == nil },
+		func(d decoded) bool {
+			e, ok := d.Event.(*goose.ToolResponse)
+			return ok && e.Text == "total 8" && !e.IsError && string(e.Structured) == `{"files":3}`
+		},
+		func(d decoded) bool {
+			e, ok := d.Event.(*goose.UsageUpdate)
+			return ok && d.StableUsage && e.Last.TotalTokens == 2398 && e.ContextLimit == 128000 && *e.Accumulated.Cost == 0.0118
+		},
+		func(d decoded) bool { return d.Event == nil },
+		func(d decoded) bool { return d.Event == nil },
+		func(d decoded) bool {
+			e, ok := d.Event.(*goose.UsageUpdate)
+			return ok && e.HasAccumulated && d.Accumulated.TotalTokens == 4591 && *d.Accumulated.Cost == 0.0118
+		},
+		func(d decoded) bool {
+			e, ok := d.Event.(*goose.UsageUpdate)
+			return ok && !e.HasAccumulated && e.Last.InputTokens == 2310 && e.Last.TotalTokens == 2398 && *e.Last.Cost == 0.0061
+		},
+		func(d decoded) bool {
+			e, ok := d.Event.(*goose.Notification)
+			return ok && e.Kind == "notice" && e.Message == "compacting"
+		},
+	}
+	for i, s := range decodeSeeds {
+		d, err := decodeNotification(s.method, []byte(s.params))
+		if err != nil {
+			t.Fatalf("seed %d: %v", i, err)
+		}
+		if d.SessionID != "20260720_1" || !want[i](d) {
+			t.Errorf("seed %d decoded to %+v (event %#v)", i, d, d.Event)
+		}
+	}
+	if _, err := decodeNotification(methodSessionUpdate, []byte(`{"update":{"sessionUpdate":"plan","entries":[]}}`)); err == nil {
+		t.Error("want error for a notification without sessionId")
+	}
+}
+
+func FuzzDecodeNotification(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add(s.method, []byte(s.params))
+	}
+	f.Add(methodSessionUpdate, []byte(`{"sessionId":"x","update":{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"failed","content":[{"type":"diff","path":"/a","newText":"b"}]}}`))
+	f.Add(methodGooseUpdate, []byte(`{"sessionId":"x","update":{"sessionUpdate":"message_usage"}}`))
+	f.Add("other", []byte(`null`))
+	f.Fuzz(func(t *testing.T, method string, params []byte) {
+		d, err := decodeNotification(method, params)
+		if err != nil {
+			return
+		}
+		if d.Accumulated != nil && !d.Custom {
+			t.Fatalf("accumulated usage from a stable notification: %+v", d)
+		}
+		if d.Event != nil && d.SessionID == "" {
+			t.Fatalf("event without session: %#v", d.Event)
+		}
+	})
+}

@@ -1,0 +1,155 @@
+package acp
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+)
+
+// item is one entry of a reply's queue: an event, or the final error.
+type item struct {
+	ev  goose.Event
+	err error
+}
+
+// reply is the client-side state of one in-flight session/prompt. The
+// connection's notification handler pushes into it and never blocks (a slow
+// consumer must not stall every other session sharing the socket), so the
+// queue is unbounded; the Reply iterator drains it.
+type reply struct {
+	sessionID string
+	cn        *conn
+
+	// armed turns routing on once session/load (whose history replay must not
+	// reach the consumer) is done.
+	armed atomic.Bool
+
+	signal chan struct{} // cap 1: "items were pushed"
+	ended  chan struct{} // closed when the iterator returns
+
+	mu              sync.Mutex
+	items           []item
+	spare           []item
+	tools           map[string]string // tool call id -> goose tool name
+	approvals       map[string]chan goose.Decision
+	sawMessageUsage bool
+}
+
+func newReply(sessionID string, cn *conn) *reply {
+	return &reply{
+		sessionID: sessionID,
+		cn:        cn,
+		signal:    make(chan struct{}, 1),
+		ended:     make(chan struct{}),
+	}
+}
+
+func (r *reply) push(it item) {
+	r.mu.Lock()
+	r.items = append(r.items, it)
+	r.mu.Unlock()
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+}
+
+// deliver pushes a decoded notification, keeping the per-reply bookkeeping
+// that a single notification cannot carry (tool names, whether per-message
+// usage was seen).
+func (r *reply) deliver(d decoded) {
+	r.mu.Lock()
+	switch ev := d.Event.(type) {
+	case *goose.ToolRequest:
+		if r.tools == nil {
+			r.tools = make(map[string]string)
+		}
+		r.tools[ev.ID] = ev.Name
+	case *goose.ToolResponse:
+		if ev.Name == "" {
+			ev.Name = r.tools[ev.ID]
+		}
+	case *goose.UsageUpdate:
+		if !d.StableUsage && !ev.HasAccumulated {
+			r.sawMessageUsage = true
+		}
+	}
+	r.items = append(r.items, item{ev: d.Event})
+	r.mu.Unlock()
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take hands the queued items to the iterator, recycling the previous batch's
+// storage to keep steady-state streaming allocation-free here.
+func (r *reply) take() []item {
+	r.mu.Lock()
+	out := r.items
+	clear(r.spare)
+	r.items = r.spare[:0]
+	r.spare = out
+	r.mu.Unlock()
+	return out
+}
+
+func (r *reply) toolName(id, fallback string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.tools[id]; n != "" {
+		return n
+	}
+	return fallback
+}
+
+func (r *reply) messageUsageSeen() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sawMessageUsage
+}
+
+// addApproval registers a pending permission request; false once the reply
+// has ended (nobody is left to answer it).
+func (r *reply) addApproval(id string, ch chan goose.Decision) bool {
+	select {
+	case <-r.ended:
+		return false
+	default:
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.approvals == nil {
+		r.approvals = make(map[string]chan goose.Decision)
+	}
+	r.approvals[id] = ch
+	return true
+}
+
+func (r *reply) removeApproval(id string, ch chan goose.Decision) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.approvals[id] == ch {
+		delete(r.approvals, id)
+	}
+}
+
+func (r *reply) approval(id string) chan goose.Decision {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.approvals[id]
+}
+
+// cancelApprovals answers every outstanding permission request "cancelled":
+// goose waits forever on an unanswered one (goose-acp.md §2.7).
+func (r *reply) cancelApprovals() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ch := range r.approvals {
+		select {
+		case ch <- goose.CancelDecision:
+		default:
+		}
+	}
+}

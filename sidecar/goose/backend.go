@@ -1,0 +1,190 @@
+// Package goose holds the clients the adk2goose sidecar uses to talk to a goose
+// server. Two wire protocols exist upstream: ACP (`goose serve`, current goose,
+// the default) and REST (`goosed`, goose up to 1.41). Both sit behind Backend so
+// that the ADK agent above them does not care which one it drives.
+package goose
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+	"time"
+)
+
+// Flavor names a goose server protocol.
+type Flavor string
+
+const (
+	// FlavorServe is `goose serve`: ACP (JSON-RPC) over WebSocket on /acp.
+	FlavorServe Flavor = "serve"
+	// FlavorGoosed is `goosed`: the REST + SSE API of goose 1.37–1.41.
+	FlavorGoosed Flavor = "goosed"
+)
+
+// Backend is everything the sidecar needs from a goose server.
+//
+// Implementations are safe for concurrent use by many sessions at once.
+type Backend interface {
+	// Flavor reports which protocol this backend speaks.
+	Flavor() Flavor
+	// Health returns nil when the goose server answers its health route.
+	Health(ctx context.Context) error
+
+	// StartSession creates a goose session and makes it ready to reply
+	// (for goosed: /agent/start then /agent/resume).
+	StartSession(ctx context.Context, opts StartOptions) (Session, error)
+	// ResumeSession makes an existing session ready to reply again, e.g. after
+	// the goose server or the sidecar restarted.
+	ResumeSession(ctx context.Context, id string) (Session, error)
+	// GetSession returns one session; ErrSessionNotFound when goose has none.
+	GetSession(ctx context.Context, id string) (Session, error)
+	// ListSessions returns every session goose lists. ErrUnsupported when the
+	// server version has no listing (goosed 1.38–1.41).
+	ListSessions(ctx context.Context) ([]Session, error)
+	// DeleteSession deletes a session and its history.
+	DeleteSession(ctx context.Context, id string) error
+
+	// Reply sends one user message and streams goose's reply. The sequence ends
+	// after a *Finish event, or after the first non-nil error (which is then the
+	// last value). Errors goose reports inside the stream arrive as *AgentError.
+	// Cancelling ctx ends the stream and cancels the reply in goose. While an
+	// *ApprovalRequest is outstanding the stream blocks until Approve is called.
+	Reply(ctx context.Context, sessionID string, msg UserMessage) iter.Seq2[Event, error]
+	// Approve answers an *ApprovalRequest received from Reply.
+	Approve(ctx context.Context, sessionID, requestID string, decision Decision) error
+	// Cancel stops the reply running in a session, if any.
+	Cancel(ctx context.Context, sessionID string) error
+	// Usage returns the session's accumulated token totals as goose counts them.
+	Usage(ctx context.Context, sessionID string) (Usage, error)
+
+	// Close releases connections. Sessions persist in goose.
+	Close() error
+}
+
+// StartOptions configures a new goose session.
+type StartOptions struct {
+	// WorkingDir is the session's absolute working directory in the goose container.
+	WorkingDir string
+	// Provider and Model override goose's configured defaults when set.
+	Provider string
+	Model    string
+	// Mode is the tool-approval policy: auto, approve, smart_approve or chat.
+	Mode string
+}
+
+// Session is goose's view of one session.
+type Session struct {
+	ID           string
+	Name         string
+	WorkingDir   string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	MessageCount int
+	// Usage holds accumulated totals when the listing carries them (goosed);
+	// zero otherwise.
+	Usage Usage
+}
+
+// UserMessage is what the ADK side sends to goose.
+type UserMessage struct {
+	Text string
+}
+
+// Usage counts tokens. Cost is in USD and nil when goose does not know it.
+type Usage struct {
+	InputTokens  int64
+	OutputTokens int64
+	TotalTokens  int64
+	Cost         *float64
+}
+
+// Decision answers a tool-approval request.
+type Decision string
+
+const (
+	AllowOnce   Decision = "allow_once"
+	AlwaysAllow Decision = "always_allow"
+	DenyOnce    Decision = "deny_once"
+	AlwaysDeny  Decision = "always_deny"
+	// CancelDecision aborts the tool call without an allow or deny.
+	CancelDecision Decision = "cancel"
+)
+
+// Event is one thing goose said during a reply. It is one of *TextDelta,
+// *ThinkingDelta, *ToolRequest, *ToolResponse, *ApprovalRequest,
+// *Notification, *UsageUpdate or *Finish. Errors travel in the error slot of
+// Reply's sequence (see AgentError), so a consumer has one place to look.
+type Event interface{ isEvent() }
+
+// TextDelta is a piece of assistant text. Deltas of one message share MessageID.
+type TextDelta struct {
+	MessageID string
+	Text      string
+}
+
+// ThinkingDelta is a piece of the model's reasoning.
+type ThinkingDelta struct {
+	MessageID string
+	Text      string
+}
+
+// ToolRequest is goose calling a tool.
+type ToolRequest struct {
+	ID        string
+	Name      string
+	Arguments json.RawMessage
+}
+
+// ToolResponse is a tool's result.
+type ToolResponse struct {
+	ID      string
+	Name    string
+	Text    string
+	IsError bool
+	// Structured is the MCP structuredContent when the tool returned one.
+	Structured json.RawMessage
+}
+
+// ApprovalRequest is goose asking whether it may run a tool (approve and
+// smart_approve modes). Answer it with Backend.Approve using ID.
+type ApprovalRequest struct {
+	// ID identifies the request to Approve: the tool call id.
+	ID        string
+	ToolName  string
+	Arguments json.RawMessage
+	Prompt    string
+}
+
+// Notification is a progress or log message, usually from a running tool.
+type Notification struct {
+	// ToolCallID is the tool call the notification belongs to, when known.
+	ToolCallID string
+	// Kind is "progress", "message" or "notice".
+	Kind     string
+	Message  string
+	Progress *float64
+	Total    *float64
+}
+
+// UsageUpdate reports tokens. Last is the latest provider call; Accumulated is
+// the session's running total and is meaningful only when HasAccumulated.
+type UsageUpdate struct {
+	Last           Usage
+	Accumulated    Usage
+	HasAccumulated bool
+	ContextLimit   int64
+}
+
+// Finish ends a reply. Reason is "end_turn", "stop" or "cancelled".
+type Finish struct {
+	Reason string
+}
+
+func (*TextDelta) isEvent()       {}
+func (*ThinkingDelta) isEvent()   {}
+func (*ToolRequest) isEvent()     {}
+func (*ToolResponse) isEvent()    {}
+func (*ApprovalRequest) isEvent() {}
+func (*Notification) isEvent()    {}
+func (*UsageUpdate) isEvent()     {}
+func (*Finish) isEvent()          {}

@@ -1,0 +1,49 @@
+package goose
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors, matched with errors.Is. Backends wrap them with context.
+var (
+	// ErrUnauthorized: goose rejected the secret key (HTTP 401).
+	ErrUnauthorized = errors.New("goose rejected the secret key")
+	// ErrSessionNotFound: goose has no such session (HTTP 404, ACP -32002).
+	ErrSessionNotFound = errors.New("goose session not found")
+	// ErrNotReady: the goose agent is not ready yet (HTTP 412/424).
+	ErrNotReady = errors.New("goose agent not ready")
+	// ErrRateLimited: goose answered 429 after every retry.
+	ErrRateLimited = errors.New("goose rate limited the request")
+	// ErrUnavailable: goose cannot be reached (503, connection refused).
+	ErrUnavailable = errors.New("goose server unavailable")
+	// ErrUnsupported: this goose version lacks the operation.
+	ErrUnsupported = errors.New("not supported by this goose server")
+	// ErrStreamBroken: the reply stream ended before goose finished it.
+	ErrStreamBroken = errors.New("goose reply stream ended early")
+)
+
+// AgentError is an error goose itself reported for a reply (a REST `Error`
+// event, an ACP JSON-RPC error to session/prompt).
+type AgentError struct {
+	// Code is the JSON-RPC error code for ACP, 0 for REST.
+	Code    int
+	Message string
+}
+
+func (e *AgentError) Error() string {
+	if e.Code != 0 {
+		return fmt.Sprintf("goose error %d: %s", e.Code, e.Message)
+	}
+	return "goose error: " + e.Message
+}
+
+// HTTPError is an unexpected HTTP status from goose, with the body it sent.
+type HTTPError struct {
+	StatusCode int
+	Body       string
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("goose answered HTTP %d: %s", e.StatusCode, e.Body)
+}

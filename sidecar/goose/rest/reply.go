@@ -1,0 +1,139 @@
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/goose/internal/sse"
+)
+
+// Reply implements goose.Backend over the legacy POST /reply SSE stream
+// (reference §2.2, §3): one `data:` JSON MessageEvent per frame, a Ping
+// every 500 ms, closed after Finish.
+//
+// The sequence ends with *goose.Finish; with *goose.AgentError when goose
+// reported an Error (after the Finish that follows it, so the final usage is
+// delivered first); with an error wrapping goose.ErrStreamBroken when the
+// stream ends before Finish; with ctx's error when ctx is cancelled; and with
+// *goose.Finish{Reason: "cancelled"} after Cancel.
+func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMessage) iter.Seq2[goose.Event, error] {
+	return func(yield func(goose.Event, error) bool) {
+		parent := ctx
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		st := &stream{cancel: cancel}
+		if !c.track(sessionID, st) {
+			yield(nil, fmt.Errorf("failed to send reply: %w", errClientClosed))
+			return
+		}
+		defer c.untrack(sessionID, st)
+
+		// ended picks the last value once the HTTP exchange failed.
+		ended := func(err error) {
+			switch why := c.stopReason(st); {
+			case errors.Is(why, errCancelled):
+				yield(&goose.Finish{Reason: "cancelled"}, nil)
+			case why != nil:
+				yield(nil, fmt.Errorf("failed to read reply: %w", why))
+			case parent.Err() != nil:
+				yield(nil, fmt.Errorf("failed to read reply: %w", parent.Err()))
+			default:
+				yield(nil, err)
+			}
+		}
+
+		payload, err := json.Marshal(chatRequest{UserMessage: userMessage(msg.Text, time.Now()), SessionID: sessionID})
+		if err != nil {
+			yield(nil, fmt.Errorf("failed to encode reply request: %w", err))
+			return
+		}
+		resp, err := c.send(ctx, http.MethodPost, "/reply", payload)
+		if err != nil {
+			ended(fmt.Errorf("failed to send reply: %w", err))
+			return
+		}
+		defer func() { _ = resp.Body.Close() }() // not drained: that would wait for the agent
+		if resp.StatusCode != http.StatusOK {
+			yield(nil, fmt.Errorf("failed to send reply: %w", statusError(resp, goose.ErrSessionNotFound)))
+			return
+		}
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+			yield(nil, fmt.Errorf("failed to send reply: %w", &goose.HTTPError{StatusCode: resp.StatusCode, Body: "unexpected content type " + resp.Header.Get("Content-Type")}))
+			return
+		}
+
+		r := sse.NewReader(resp.Body, c.maxEvent)
+		var (
+			d   decoder
+			buf []goose.Event
+		)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				if d.agentErr != nil && c.stopReason(st) == nil && parent.Err() == nil {
+					// Early setup failures send Error and close (reference §3).
+					yield(nil, earlyError(d.agentErr))
+					return
+				}
+				ended(fmt.Errorf("failed to read reply: %w: %w", goose.ErrStreamBroken, err))
+				return
+			}
+			var done bool
+			buf, done, err = d.feed(ev.Data, buf[:0])
+			for _, e := range buf {
+				if parent.Err() != nil {
+					// Frames already buffered are not yielded once ctx is
+					// done: the sequence ends with ctx's error.
+					ended(nil)
+					return
+				}
+				if !yield(e, nil) {
+					return
+				}
+			}
+			if done {
+				if parent.Err() != nil {
+					ended(nil)
+					return
+				}
+				if err != nil {
+					yield(nil, err)
+				}
+				return
+			}
+		}
+	}
+}
+
+// earlyError is the error of an Error event that was not followed by Finish:
+// goosed failed to set the reply up (reference §3). For a session goose does
+// not have, /reply still answers 200 and sends only
+// `Error "Failed to get session: Session not found: <id>"`; that is reported
+// as goose.ErrSessionNotFound (keeping the *goose.AgentError in the chain),
+// as every other call on an unknown session is.
+func earlyError(ae *goose.AgentError) error {
+	if strings.Contains(strings.ToLower(ae.Message), "session not found") {
+		return fmt.Errorf("failed to send reply: %w: %w", goose.ErrSessionNotFound, ae)
+	}
+	return ae
+}
+
+// userMessage builds the user Message goosed requires: role, created (unix
+// seconds), content and both metadata flags (reference §3 "Message").
+func userMessage(text string, now time.Time) wireMessage {
+	content, _ := json.Marshal(wireTextContent{Type: "text", Text: text})
+	return wireMessage{
+		Role:     "user",
+		Created:  now.Unix(),
+		Content:  []json.RawMessage{content},
+		Metadata: wireMetadata{UserVisible: true, AgentVisible: true},
+	}
+}
