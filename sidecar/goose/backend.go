@@ -44,11 +44,25 @@ type Backend interface {
 	// DeleteSession deletes a session and its history.
 	DeleteSession(ctx context.Context, id string) error
 
-	// Reply sends one user message and streams goose's reply. The sequence ends
-	// after a *Finish event, or after the first non-nil error (which is then the
-	// last value). Errors goose reports inside the stream arrive as *AgentError.
-	// Cancelling ctx ends the stream and cancels the reply in goose. While an
-	// *ApprovalRequest is outstanding the stream blocks until Approve is called.
+	// Reply sends one user message and streams goose's reply. Every backend
+	// keeps these rules (contract_test.go runs them against each):
+	//   - The sequence yields at least one value. It ends after a *Finish
+	//     event, or after the first non-nil error, which is then the last
+	//     value: yield is not called again.
+	//   - Errors goose reports for the reply arrive as *AgentError. An unknown
+	//     session gives an error wrapping ErrSessionNotFound; a stream that
+	//     stops before goose finished it (dropped connection, Close) gives one
+	//     wrapping ErrStreamBroken, after the events that did arrive.
+	//   - Cancelling ctx ends the stream within 100 ms and cancels the reply
+	//     in goose. Once ctx is done the only value still yielded is an error
+	//     wrapping ctx.Err(): events that had already arrived are dropped. A
+	//     ctx done before the call sends nothing to goose.
+	//   - Cancel (from another goroutine or the loop body) ends the reply with
+	//     *Finish{Reason: "cancelled"}.
+	//   - When goose reported usage, the reply's last *UsageUpdate has
+	//     HasAccumulated and the session totals that Usage then returns.
+	//   - While an *ApprovalRequest is outstanding the stream blocks until
+	//     Approve is called.
 	Reply(ctx context.Context, sessionID string, msg UserMessage) iter.Seq2[Event, error]
 	// Approve answers an *ApprovalRequest received from Reply.
 	Approve(ctx context.Context, sessionID, requestID string, decision Decision) error

@@ -843,7 +843,9 @@ func (c *Client) Cancel(ctx context.Context, sessionID string) error {
 }
 
 // Reply sends session/prompt and streams the session's updates until the
-// prompt's result (or error) arrives.
+// prompt's result (or error) arrives. A ctx already done sends nothing; once
+// ctx is done, updates still queued are dropped and the sequence ends with
+// ctx's error after session/cancel went out (goose.Backend.Reply's rules).
 func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMessage) iter.Seq2[goose.Event, error] {
 	return func(yield func(goose.Event, error) bool) {
 		if err := ctx.Err(); err != nil {

@@ -707,6 +707,8 @@ const goosedDeclined = "The user has declined to run this tool. DO NOT attempt t
 type goosedFrame struct {
 	data []byte
 	drop bool
+	// final marks the Finish frame, after which the stream closes.
+	final bool
 }
 
 func sseData(v any) []byte {
@@ -834,6 +836,7 @@ func (g *Goosed) reply(w http.ResponseWriter, r *http.Request) {
 		g.notifyLocked()
 		g.mu.Unlock()
 	}
+	finished := false // the Finish frame was written
 	// §3: the heartbeat's first tick fires immediately.
 	if write(ping) != nil {
 		clientGone()
@@ -860,8 +863,16 @@ func (g *Goosed) reply(w http.ResponseWriter, r *http.Request) {
 			}
 		case f, ok := <-frames:
 			if !ok {
-				return // Finish sent: the stream closes (§3)
+				// The producer is done: Finish was sent and the stream
+				// closes (§3), or it stopped because the client went away
+				// (its ctx derives from the request's) and this select
+				// happened to pick the closed channel first.
+				if !finished && r.Context().Err() != nil {
+					clientGone()
+				}
+				return
 			}
+			finished = finished || f.final
 			if f.drop {
 				// Abort the connection mid-response; the client sees a
 				// truncated chunked body.
@@ -942,7 +953,7 @@ func (g *Goosed) play(ctx context.Context, s *goosedSession, reply Reply, frames
 		case st.Error != "":
 			// §3: an agent error is sent as Error, then Finish still follows.
 			if send(goosedFrame{data: sseData(map[string]any{"type": "Error", "error": st.Error})}) {
-				send(goosedFrame{data: finish()})
+				send(goosedFrame{data: finish(), final: true})
 			}
 			return
 		case st.Text != "":
@@ -1015,7 +1026,7 @@ func (g *Goosed) play(ctx context.Context, s *goosedSession, reply Reply, frames
 			msgID = ""
 		}
 	}
-	send(goosedFrame{data: finish()})
+	send(goosedFrame{data: finish(), final: true})
 }
 
 // playTool emits a tool call: the toolRequest (in the current assistant

@@ -21,9 +21,12 @@ import (
 //
 // The sequence ends with *goose.Finish; with *goose.AgentError when goose
 // reported an Error (after the Finish that follows it, so the final usage is
-// delivered first); with an error wrapping goose.ErrStreamBroken when the
-// stream ends before Finish; with ctx's error when ctx is cancelled; and with
-// *goose.Finish{Reason: "cancelled"} after Cancel.
+// delivered first); with an error wrapping goose.ErrSessionNotFound (and the
+// *goose.AgentError) when goosed's early Error says the session is unknown;
+// with an error wrapping goose.ErrStreamBroken when the stream ends before
+// Finish or Close ends it; with ctx's error as soon as ctx is done (frames
+// already buffered are dropped); and with *goose.Finish{Reason: "cancelled"}
+// after Cancel.
 func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMessage) iter.Seq2[goose.Event, error] {
 	return func(yield func(goose.Event, error) bool) {
 		parent := ctx
@@ -42,7 +45,9 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 			case errors.Is(why, errCancelled):
 				yield(&goose.Finish{Reason: "cancelled"}, nil)
 			case why != nil:
-				yield(nil, fmt.Errorf("failed to read reply: %w", why))
+				// Close: the stream ends before goose finished it, as the
+				// ACP backend's does.
+				yield(nil, fmt.Errorf("failed to read reply: %w: %w", goose.ErrStreamBroken, why))
 			case parent.Err() != nil:
 				yield(nil, fmt.Errorf("failed to read reply: %w", parent.Err()))
 			default:
