@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
+	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
+	"github.com/adk2goose/goose-operator/sidecar/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type options struct {
+	listen, publicBaseURL, appName, description, dataDir string
+	gooseURL, gooseFlavor, gooseSecretFile, gooseWorkDir string
+	gooseMode, authTokenFile, corsOrigins                string
+	logLevel, logFormat                                  string
+	insecureNoAuth                                       bool
+	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
+
+	gooseSecretEnv string // GOOSE_SERVER__SECRET_KEY, env only: never a flag (it would show in ps)
+}
+
+// parse reads flags, falling back to the environment, then to defaults.
+func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{gooseSecretEnv: getenv("GOOSE_SERVER__SECRET_KEY")}
+	fs := flag.NewFlagSet("adk2goose", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var errs []error
+	str := func(p *string, name, env, def, usage string) {
+		if v := getenv(env); v != "" {
+			def = v
+		}
+		fs.StringVar(p, name, def, usage+" (env "+env+")")
+	}
+	dur := func(p *time.Duration, name, env string, def time.Duration, usage string) {
+		if v := getenv(env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("failed to parse %s: %w", env, err))
+			}
+			def = d
+		}
+		fs.DurationVar(p, name, def, usage+" (env "+env+")")
+	}
+	boolean := func(p *bool, name, env string, usage string) {
+		def := false
+		if v := getenv(env); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("failed to parse %s: %w", env, err))
+			}
+			def = b
+		}
+		fs.BoolVar(p, name, def, usage+" (env "+env+")")
+	}
+	str(&o.listen, "listen", "ADK2GOOSE_LISTEN", ":8080", "address to serve on")
+	str(&o.publicBaseURL, "public-base-url", "ADK2GOOSE_PUBLIC_BASE_URL", "", "URL clients reach this server at, used in the A2A agent card (default http://<listen host, or localhost>:<listen port>)")
+	str(&o.appName, "app-name", "ADK2GOOSE_APP_NAME", "goose", "ADK app and agent name")
+	str(&o.description, "description", "ADK2GOOSE_DESCRIPTION", "", "agent description for the agent card")
+	str(&o.dataDir, "data-dir", "ADK2GOOSE_DATA_DIR", "/data/adk2goose", "directory for the SQLite session and usage databases")
+	str(&o.gooseURL, "goose-url", "GOOSE_URL", "http://127.0.0.1:3284", "goose server base URL (loopback)")
+	str(&o.gooseFlavor, "goose-flavor", "GOOSE_FLAVOR", string(goose.FlavorServe), "goose protocol: serve (ACP) or goosed (REST)")
+	str(&o.gooseSecretFile, "goose-secret-file", "GOOSE_SECRET_FILE", "", "file holding goose's X-Secret-Key (else env GOOSE_SERVER__SECRET_KEY)")
+	str(&o.gooseWorkDir, "goose-working-dir", "GOOSE_WORKING_DIR", "/tmp", "working directory of new goose sessions, as seen by goose")
+	str(&o.gooseMode, "goose-mode", "GOOSE_MODE", "auto", "tool approval mode of new goose sessions (auto until approvals are bridged)")
+	str(&o.authTokenFile, "auth-token-file", "ADK2GOOSE_AUTH_TOKEN_FILE", "", "file holding the inbound token clients must present")
+	boolean(&o.insecureNoAuth, "insecure-no-auth", "ADK2GOOSE_INSECURE_NO_AUTH", "serve without inbound auth (development only)")
+	str(&o.corsOrigins, "cors-origins", "ADK2GOOSE_CORS_ORIGINS", "", "comma-separated browser origins allowed by CORS, or *")
+	dur(&o.activeWindow, "active-window", "ADK2GOOSE_ACTIVE_WINDOW", 10*time.Minute, "a session used within this window counts as active in /stats")
+	dur(&o.sseWriteTimeout, "sse-write-timeout", "ADK2GOOSE_SSE_WRITE_TIMEOUT", 10*time.Minute, "longest /run_sse response")
+	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, how long open streams may finish before they are ended")
+	str(&o.logLevel, "log-level", "ADK2GOOSE_LOG_LEVEL", "info", "debug, info, warn or error")
+	str(&o.logFormat, "log-format", "ADK2GOOSE_LOG_FORMAT", "json", "json or text")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.authTokenFile == "" && !o.insecureNoAuth {
+		return nil, errors.New("an auth token file is required (-auth-token-file), or -insecure-no-auth for development")
+	}
+	if o.gooseFlavor != string(goose.FlavorServe) && o.gooseFlavor != string(goose.FlavorGoosed) {
+		return nil, fmt.Errorf("unknown goose flavor %q: want serve or goosed", o.gooseFlavor)
+	}
+	return o, nil
+}
+
+func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("failed to parse log level: %w", err)
+	}
+	hopts := &slog.HandlerOptions{Level: lvl}
+	switch o.logFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("unknown log format %q", o.logFormat)
+}
+
+func readSecret(path, what string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("failed to read %s: %w", what, err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("failed to read %s: %s is empty", what, path)
+	}
+	return s, nil
+}
+
+// run is the whole program; main only wires signals. It returns after a
+// graceful drain once ctx is done.
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	return runWith(ctx, args, getenv, os.Stderr, nil)
+}
+
+func runWith(ctx context.Context, args []string, getenv func(string) string, logw io.Writer, onListen func(net.Addr)) error {
+	o, err := parse(args, getenv, logw)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(o, logw)
+	if err != nil {
+		return err
+	}
+	secret := o.gooseSecretEnv
+	if o.gooseSecretFile != "" {
+		if secret, err = readSecret(o.gooseSecretFile, "goose secret"); err != nil {
+			return err
+		}
+	}
+	var token string
+	if o.authTokenFile != "" {
+		if token, err = readSecret(o.authTokenFile, "auth token"); err != nil {
+			return err
+		}
+	} else {
+		log.Warn("inbound auth is disabled")
+	}
+
+	var backend goose.Backend
+	switch goose.Flavor(o.gooseFlavor) {
+	case goose.FlavorGoosed:
+		backend, err = rest.New(rest.Config{URL: o.gooseURL, SecretKey: secret})
+	default:
+		backend, err = acp.New(acp.Config{URL: o.gooseURL, SecretKey: secret, ClientName: "adk2goose", ClientVersion: version, Logger: log})
+	}
+	if err != nil {
+		return fmt.Errorf("failed to create goose client: %w", err)
+	}
+	defer backend.Close()
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("failed to listen: %w", err)
+	}
+	if o.publicBaseURL == "" {
+		// A2A clients require the card's URLs to have the origin they fetched
+		// it from; the listen host is the best guess when none is configured.
+		host := "localhost"
+		if ta := ln.Addr().(*net.TCPAddr); !ta.IP.IsUnspecified() {
+			host = ta.IP.String()
+		}
+		o.publicBaseURL = "http://" + net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	}
+	var origins []string
+	if o.corsOrigins != "" {
+		origins = strings.Split(o.corsOrigins, ",")
+	}
+	srv, err := server.New(ctx, server.Config{
+		Backend:         backend,
+		AppName:         o.appName,
+		Description:     o.description,
+		Version:         version,
+		DataDir:         o.dataDir,
+		PublicBaseURL:   o.publicBaseURL,
+		AuthToken:       token,
+		CORSOrigins:     origins,
+		ActiveWindow:    o.activeWindow,
+		SSEWriteTimeout: o.sseWriteTimeout,
+		StartOptions:    goose.StartOptions{WorkingDir: o.gooseWorkDir, Mode: o.gooseMode},
+		Logger:          log,
+	})
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("failed to create server: %w", err)
+	}
+	defer srv.Close()
+	log.Info("starting adk2goose", "version", version, "goose_url", o.gooseURL, "goose_flavor", o.gooseFlavor,
+		"data_dir", o.dataDir, "public_base_url", o.publicBaseURL, "app", o.appName,
+		"goose_secret_set", secret != "", "cors_origins", origins)
+	if onListen != nil {
+		onListen(ln.Addr())
+	}
+	return srv.Serve(ctx, ln, o.drainTimeout)
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestRunServesAndDrains(t *testing.T) {
+	for _, flavor := range []string{"serve", "goosed"} {
+		t.Run(flavor, func(t *testing.T) {
+			dir := t.TempDir()
+			tokenFile := filepath.Join(dir, "token")
+			if err := os.WriteFile(tokenFile, []byte("tok-123\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			secretFile := filepath.Join(dir, "goose-secret")
+			var url, secret string
+			if flavor == "serve" {
+				f := goosetest.NewServe(t)
+				url, secret = f.URL, f.Secret
+			} else {
+				f := goosetest.NewGoosed(goosetest.GoosedOptions{})
+				t.Cleanup(f.Close)
+				url, secret = f.URL, f.SecretKey
+			}
+			if err := os.WriteFile(secretFile, []byte(secret), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env := envMap(map[string]string{
+				"GOOSE_URL": url, "GOOSE_FLAVOR": flavor, "GOOSE_SECRET_FILE": secretFile,
+				"ADK2GOOSE_DATA_DIR": filepath.Join(dir, "data"), "ADK2GOOSE_DRAIN_TIMEOUT": "2s",
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			addrc := make(chan net.Addr, 1)
+			logs := &syncBuf{}
+			done := make(chan error, 1)
+			go func() {
+				done <- runWith(ctx, []string{"-listen", "127.0.0.1:0", "-auth-token-file", tokenFile, "-app-name", "my_goose"},
+					env, logs, func(a net.Addr) { addrc <- a })
+			}()
+			var base string
+			select {
+			case a := <-addrc:
+				base = "http://" + a.String()
+			case err := <-done:
+				t.Fatalf("run: %v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("not listening")
+			}
+			get := func(path string, auth bool) (int, string) {
+				req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+				if auth {
+					req.Header.Set("Authorization", "Bearer tok-123")
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(b)
+			}
+			if code, _ := get("/readyz", false); code != 200 {
+				t.Fatalf("readyz %d", code)
+			}
+			if code, body := get("/list-apps", true); code != 200 || !strings.Contains(body, "my_goose") {
+				t.Fatalf("list-apps %d %s", code, body)
+			}
+			if code, _ := get("/list-apps", false); code != 401 {
+				t.Fatalf("unauthenticated list-apps %d", code)
+			}
+			if _, body := get("/.well-known/agent-card.json", false); !strings.Contains(body, base+"/a2a/v1/invoke") {
+				t.Fatalf("card %s", body)
+			}
+			http.DefaultClient.CloseIdleConnections()
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("run: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("run did not return after cancel")
+			}
+			if l := logs.String(); strings.Contains(l, "tok-123") || strings.Contains(l, secret) || !strings.Contains(l, `"msg":"stopped"`) {
+				t.Fatalf("logs leak a secret or lack the stop line:\n%s", l)
+			}
+		})
+	}
+}
+
+func TestParse(t *testing.T) {
+	env := envMap(map[string]string{"ADK2GOOSE_ACTIVE_WINDOW": "1m", "ADK2GOOSE_APP_NAME": "from_env", "ADK2GOOSE_INSECURE_NO_AUTH": "true"})
+	o, err := parse([]string{"-app-name", "from_flag"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.appName != "from_flag" || o.activeWindow != time.Minute || !o.insecureNoAuth || o.gooseFlavor != "serve" {
+		t.Fatalf("%+v", o)
+	}
+	for name, c := range map[string]struct {
+		args []string
+		env  map[string]string
+	}{
+		"no auth":     {nil, nil},
+		"bad flavor":  {[]string{"-insecure-no-auth", "-goose-flavor", "x"}, nil},
+		"bad env dur": {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DRAIN_TIMEOUT": "soon"}},
+		"bad flag":    {[]string{"-nope"}, nil},
+		"extra arg":   {[]string{"-insecure-no-auth", "x"}, nil},
+	} {
+		if _, err := parse(c.args, envMap(c.env), io.Discard); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := run(context.Background(), []string{"-insecure-no-auth", "-auth-token-file", "/nonexistent"}, envMap(nil)); err == nil {
+		t.Error("missing token file accepted")
+	}
+}

@@ -1,0 +1,236 @@
+// Package gooseagent makes a goose server look like an ADK agent.
+//
+// New returns an [agent.Agent] (built with agent.New, as adk-go requires for
+// custom agents) whose Run sends the user's text to goose through a
+// [goose.Backend] and translates goose's reply stream into ADK session events:
+//
+//   - text deltas become partial events (only in SSE streaming mode), and every
+//     turn ends with exactly one non-partial aggregate event carrying the full
+//     text, UsageMetadata (this turn's tokens), FinishReason and TurnComplete;
+//   - thinking becomes thought parts;
+//   - a goose tool request becomes a functionCall part (together with the text
+//     that preceded it, as Gemini does), a tool response becomes a
+//     functionResponse part;
+//   - goose errors become ErrorCode/ErrorMessage on the final event, never an
+//     iterator error, so /run keeps the turn and A2A reports a FAILED task;
+//   - progress notifications become partial events with a thought part, which
+//     UIs show as transient reasoning and which are not persisted.
+//
+// The ADK session maps to one goose session, created on first use. Its id is
+// kept in ADK session state under [StateKeySessionID] and the session's
+// accumulated token totals under [StateKeyUsage]; both are written through the
+// StateDelta of a non-partial event so that a durable session service persists
+// them. A [UsageStore] may additionally record the totals somewhere queryable.
+package gooseagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/adk/agent"
+	"google.golang.org/adk/session"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+)
+
+// ADK session-state keys written by the agent. They carry no app:/user:/temp:
+// prefix, so they are scoped to one ADK session.
+const (
+	// StateKeySessionID holds the goose session id (string) of the ADK session.
+	StateKeySessionID = "goose:session_id"
+	// StateKeyUsage holds the goose session's accumulated token totals as an
+	// object {"inputTokens":n,"outputTokens":n,"totalTokens":n}.
+	StateKeyUsage = "goose:usage"
+)
+
+// Error codes set on session.Event.ErrorCode.
+const (
+	ErrorCodeAgent        = "GOOSE_AGENT_ERROR" // goose reported an error for the reply
+	ErrorCodeUnavailable  = "GOOSE_UNAVAILABLE" // goose cannot be reached
+	ErrorCodeUnauthorized = "GOOSE_UNAUTHORIZED"
+	ErrorCodeNotReady     = "GOOSE_NOT_READY"
+	ErrorCodeRateLimited  = "GOOSE_RATE_LIMITED"
+	ErrorCodeStreamBroken = "GOOSE_STREAM_BROKEN" // the reply stream ended before goose finished it
+	ErrorCodeBadRequest   = "GOOSE_BAD_REQUEST"   // the ADK message cannot be sent to goose
+	ErrorCodeUnsupported  = "GOOSE_UNSUPPORTED"
+	ErrorCodeTimeout      = "GOOSE_TIMEOUT"
+	ErrorCodeCancelled    = "GOOSE_CANCELLED"
+	ErrorCodeInternal     = "GOOSE_ERROR"
+)
+
+// SessionKey identifies an ADK session.
+type SessionKey struct {
+	AppName   string
+	UserID    string
+	SessionID string
+}
+
+// UsageRecord is what the agent reports to a UsageStore after each turn.
+type UsageRecord struct {
+	Key            SessionKey
+	GooseSessionID string
+	// Turn is the tokens this turn used (sum of goose's per-call usage).
+	Turn goose.Usage
+	// Totals is the goose session's accumulated usage after the turn, as goose
+	// counts it when it says so, otherwise the previous totals plus Turn.
+	Totals goose.Usage
+	At     time.Time
+}
+
+// UsageStore durably records per-session token totals. RecordUsage is called
+// once at the end of every turn that reached goose, also when the client went
+// away, with a context that is not cancelled by the client.
+type UsageStore interface {
+	RecordUsage(ctx context.Context, rec UsageRecord) error
+}
+
+// TurnResult summarises one turn for an Observer.
+type TurnResult struct {
+	GooseSessionID string
+	Usage          goose.Usage
+	// ErrorCode is empty on success, one of the ErrorCode constants otherwise.
+	ErrorCode string
+	// FirstEvent is the time from turn start to the first event yielded (0 if none).
+	FirstEvent time.Duration
+	Duration   time.Duration
+	Events     int
+}
+
+// Observer is told when turns start and end, e.g. to export metrics or track
+// active sessions. Methods must be fast and safe for concurrent use.
+type Observer interface {
+	TurnStarted(key SessionKey)
+	TurnFinished(key SessionKey, res TurnResult)
+}
+
+// Config configures New.
+type Config struct {
+	// Name is the ADK agent name (and the author of its events). Required.
+	Name string
+	// Description is shown in agent cards and agent trees.
+	Description string
+	// Backend is the goose server. Required.
+	Backend goose.Backend
+	// StartOptions are used when a goose session is created.
+	StartOptions goose.StartOptions
+	// Store, when set, records every session's accumulated token totals.
+	Store UsageStore
+	// Observer, when set, is told about turn starts and ends.
+	Observer Observer
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// UsageTimeout bounds the post-turn bookkeeping calls (goose usage query,
+	// store write) that run after the client may have gone. Default 5s.
+	UsageTimeout time.Duration
+}
+
+// New returns an ADK agent backed by a goose server.
+func New(cfg Config) (agent.Agent, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("failed to create goose agent: Backend is required")
+	}
+	if cfg.Name == "" {
+		return nil, errors.New("failed to create goose agent: Name is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.UsageTimeout <= 0 {
+		cfg.UsageTimeout = 5 * time.Second
+	}
+	g := &gooseAgent{cfg: cfg, sessions: map[SessionKey]*sessionEntry{}}
+	a, err := agent.New(agent.Config{
+		Name:        cfg.Name,
+		Description: cfg.Description,
+		Run:         g.run,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create goose agent: %w", err)
+	}
+	return a, nil
+}
+
+type gooseAgent struct {
+	cfg Config
+
+	mu       sync.Mutex
+	sessions map[SessionKey]*sessionEntry
+}
+
+// sessionEntry is the process-local state of one ADK session.
+type sessionEntry struct {
+	// lock is held (a token in the channel) for a whole turn: goose runs one
+	// reply per session at a time, and a waiting turn must be able to give up
+	// when its context ends, which sync.Mutex cannot.
+	lock chan struct{}
+	// gooseID caches the mapping so that a turn whose client vanished before
+	// the state delta was persisted does not lose the goose session.
+	gooseID string
+	// ready is true once the goose session was started or resumed by this
+	// process (goose needs a resume after either side restarted).
+	ready bool
+	// totals are the goose session's accumulated usage after the last turn.
+	totals *goose.Usage
+	// A paused reply (issue 5: tool approvals) will be parked here between two
+	// ADK turns; replyStream is already pull-based and detached from the
+	// request context for that purpose.
+}
+
+func (g *gooseAgent) entry(key SessionKey) *sessionEntry {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e, ok := g.sessions[key]
+	if !ok {
+		e = &sessionEntry{lock: make(chan struct{}, 1)}
+		g.sessions[key] = e
+	}
+	return e
+}
+
+func (e *sessionEntry) acquire(ctx context.Context) error {
+	select {
+	case e.lock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *sessionEntry) release() { <-e.lock }
+
+func (g *gooseAgent) run(ic agent.InvocationContext) iter.Seq2[*session.Event, error] {
+	return func(yield func(*session.Event, error) bool) {
+		t := newTurn(g, ic, yield)
+		t.run()
+	}
+}
+
+// replyStream is a goose reply consumed with iter.Pull2. Its context is
+// detached from the request so that a later change can keep a paused reply
+// across two ADK turns; today it is cancelled when the turn ends.
+type replyStream struct {
+	next   func() (goose.Event, error, bool)
+	stop   func()
+	cancel context.CancelFunc
+	unlink func() bool
+}
+
+func openReply(ctx context.Context, b goose.Backend, gooseID string, msg goose.UserMessage) *replyStream {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	unlink := context.AfterFunc(ctx, cancel)
+	next, stop := iter.Pull2(b.Reply(rctx, gooseID, msg))
+	return &replyStream{next: next, stop: stop, cancel: cancel, unlink: unlink}
+}
+
+// close ends the reply: cancelling first makes a backend blocked on the wire
+// return, then stop waits for the producer to finish.
+func (r *replyStream) close() {
+	r.unlink()
+	r.cancel()
+	r.stop()
+}

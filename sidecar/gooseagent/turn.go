@@ -1,0 +1,588 @@
+package gooseagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"google.golang.org/adk/agent"
+	"google.golang.org/adk/model"
+	"google.golang.org/adk/session"
+	"google.golang.org/genai"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+)
+
+// turn translates one goose reply into ADK events.
+type turn struct {
+	g         *gooseAgent
+	ic        agent.InvocationContext
+	yield     func(*session.Event, error) bool
+	key       SessionKey
+	streaming bool
+
+	start      time.Time
+	firstEvent time.Duration
+	events     int
+	stopped    bool // yield returned false: the consumer is gone
+
+	gooseID    string
+	stateDelta map[string]any // pending, attached to the next non-partial event
+
+	text, thought strings.Builder
+	usage         goose.Usage  // sum of goose's per-call usage seen in this turn
+	accumulated   *goose.Usage // the goose session's totals, once known
+	prev          *goose.Usage // the totals before this turn, when known
+	entry         *sessionEntry
+	reachedGoose  bool
+	errorCode     string
+}
+
+func newTurn(g *gooseAgent, ic agent.InvocationContext, yield func(*session.Event, error) bool) *turn {
+	s := ic.Session()
+	streaming := false
+	if rc := ic.RunConfig(); rc != nil {
+		streaming = rc.StreamingMode == agent.StreamingModeSSE
+	}
+	return &turn{
+		g: g, ic: ic, yield: yield,
+		key:        SessionKey{AppName: s.AppName(), UserID: s.UserID(), SessionID: s.ID()},
+		streaming:  streaming,
+		start:      time.Now(),
+		stateDelta: map[string]any{},
+	}
+}
+
+func (t *turn) run() {
+	if obs := t.g.cfg.Observer; obs != nil {
+		obs.TurnStarted(t.key)
+		defer func() {
+			obs.TurnFinished(t.key, TurnResult{
+				GooseSessionID: t.gooseID, Usage: t.turnUsage(), ErrorCode: t.errorCode,
+				FirstEvent: t.firstEvent, Duration: time.Since(t.start), Events: t.events,
+			})
+		}()
+	}
+
+	entry := t.g.entry(t.key)
+	t.entry = entry
+	if err := entry.acquire(t.ic); err != nil {
+		t.errorCode = ErrorCodeCancelled
+		return // the caller went away while another turn held the session
+	}
+	defer entry.release()
+
+	msg, err := userMessage(t.ic.UserContent())
+	if err != nil {
+		t.finish("", err)
+		return
+	}
+	if err := t.openSession(entry); err != nil {
+		t.finish("", fmt.Errorf("failed to open goose session: %w", err))
+		return
+	}
+
+	t.reachedGoose = true
+	defer t.recordUsage()
+	reply := openReply(t.ic, t.g.cfg.Backend, t.gooseID, msg)
+	defer reply.close()
+	for {
+		ev, err, ok := reply.next()
+		if !ok {
+			t.finish("", goose.ErrStreamBroken)
+			return
+		}
+		if err != nil {
+			t.finish("", fmt.Errorf("failed to stream goose reply: %w", err))
+			return
+		}
+		if fin, ok := ev.(*goose.Finish); ok {
+			t.finish(fin.Reason, nil)
+			return
+		}
+		if !t.handle(ev) {
+			return
+		}
+	}
+}
+
+// openSession finds or creates the goose session and makes it ready.
+func (t *turn) openSession(e *sessionEntry) error {
+	b := t.g.cfg.Backend
+	if id := stateString(t.ic.Session().State(), StateKeySessionID); id != "" && id != e.gooseID {
+		e.gooseID, e.ready = id, false
+	}
+	if e.gooseID != "" && !e.ready {
+		_, err := b.ResumeSession(t.ic, e.gooseID)
+		switch {
+		case errors.Is(err, goose.ErrSessionNotFound):
+			// goose lost its history (e.g. a wiped volume): start over rather than fail forever.
+			t.g.cfg.Logger.WarnContext(t.ic, "goose session vanished, starting a new one",
+				"adk_session", t.key.SessionID, "goose_session", e.gooseID)
+			e.gooseID = ""
+		case err != nil:
+			return fmt.Errorf("failed to resume goose session: %w", err)
+		default:
+			e.ready = true
+		}
+	}
+	switch {
+	case e.gooseID != "" && e.totals != nil:
+		prev := *e.totals
+		t.prev = &prev
+	case e.gooseID != "":
+		if prev, ok := usageFromState(t.ic.Session().State()); ok {
+			t.prev = &prev
+		}
+	}
+	if e.gooseID == "" {
+		s, err := b.StartSession(t.ic, t.g.cfg.StartOptions)
+		if err != nil {
+			return fmt.Errorf("failed to start goose session: %w", err)
+		}
+		e.gooseID, e.ready = s.ID, true
+		t.prev = &goose.Usage{}
+		t.stateDelta[StateKeySessionID] = s.ID
+		t.g.cfg.Logger.InfoContext(t.ic, "started goose session",
+			"adk_session", t.key.SessionID, "goose_session", s.ID)
+	}
+	t.gooseID = e.gooseID
+	return nil
+}
+
+// handle translates one non-final goose event. It returns false when the
+// consumer stopped.
+func (t *turn) handle(ev goose.Event) bool {
+	switch e := ev.(type) {
+	case *goose.TextDelta:
+		t.text.WriteString(e.Text)
+		if t.streaming && e.Text != "" {
+			return t.emitPartial(&genai.Part{Text: e.Text}, nil)
+		}
+	case *goose.ThinkingDelta:
+		t.thought.WriteString(e.Text)
+		if t.streaming && e.Text != "" {
+			return t.emitPartial(&genai.Part{Text: e.Text, Thought: true}, nil)
+		}
+	case *goose.ToolRequest:
+		parts := t.takeText()
+		parts = append(parts, &genai.Part{FunctionCall: &genai.FunctionCall{
+			ID: e.ID, Name: e.Name, Args: argsMap(e.Arguments),
+		}})
+		return t.emit(t.newEvent(&genai.Content{Role: genai.RoleModel, Parts: parts}))
+	case *goose.ToolResponse:
+		ev := t.newEvent(&genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{
+			FunctionResponse: &genai.FunctionResponse{ID: e.ID, Name: e.Name, Response: responseMap(e)},
+		}}})
+		// ADK authors function responses with the agent's name, not "user".
+		ev.Author = t.g.cfg.Name
+		return t.emit(ev)
+	case *goose.Notification:
+		if t.streaming {
+			return t.emitPartial(&genai.Part{Text: notificationText(e), Thought: true},
+				map[string]any{"goose_notification": notificationMeta(e)})
+		}
+	case *goose.UsageUpdate:
+		// Updates that only carry accumulated figures (ACP's usage_update
+		// notification) have no per-call input/output; do not count them.
+		if e.Last.InputTokens != 0 || e.Last.OutputTokens != 0 {
+			t.usage = addUsage(t.usage, e.Last)
+		}
+		if e.HasAccumulated {
+			acc := e.Accumulated
+			t.accumulated = &acc
+		}
+	case *goose.ApprovalRequest:
+		// Tool approvals need the reply to stay paused across ADK turns; until
+		// that flow exists the turn ends with an explicit error and the reply is
+		// cancelled (run goose in "auto" mode to avoid approvals).
+		t.finish("", fmt.Errorf("failed to handle tool approval for %q: %w", e.ToolName, goose.ErrUnsupported))
+		return false
+	}
+	return true
+}
+
+// finish emits the turn's one non-partial aggregate: the remaining text, this
+// turn's usage, a finish reason and, on failure, the error.
+func (t *turn) finish(reason string, err error) {
+	if t.stopped {
+		return
+	}
+	if err == nil && t.ic.Err() != nil {
+		err = context.Cause(t.ic)
+	}
+	if err != nil && t.ic.Err() != nil {
+		// The client is gone: the runner could not persist the event anyway.
+		t.errorCode = ErrorCodeCancelled
+		return
+	}
+	parts := t.takeText()
+	ev := t.newEvent(&genai.Content{Role: genai.RoleModel, Parts: parts})
+	ev.TurnComplete = true
+	ev.FinishReason = finishReason(reason, err)
+	if t.reachedGoose {
+		ev.Actions.StateDelta[StateKeyUsage] = usageState(t.totals())
+	}
+	ev.UsageMetadata = usageMetadata(t.turnUsage())
+	if err != nil {
+		t.errorCode = errorCode(err)
+		ev.ErrorCode = t.errorCode
+		ev.ErrorMessage = err.Error()
+		t.g.cfg.Logger.WarnContext(t.ic, "goose turn failed",
+			"adk_session", t.key.SessionID, "goose_session", t.gooseID, "code", t.errorCode, "error", err)
+	}
+	t.emit(ev)
+}
+
+// totals works out the session's accumulated usage: goose's own counters when
+// the stream carried them or the backend can tell, else previous + this turn.
+func (t *turn) totals() goose.Usage {
+	if t.accumulated != nil {
+		t.remember()
+		return *t.accumulated
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ic), t.g.cfg.UsageTimeout)
+	defer cancel()
+	if u, err := t.g.cfg.Backend.Usage(ctx, t.gooseID); err == nil {
+		t.accumulated = &u
+		t.remember()
+		return u
+	}
+	var prev goose.Usage
+	if t.prev != nil {
+		prev = *t.prev
+	}
+	sum := addUsage(prev, t.usage)
+	t.accumulated = &sum
+	t.remember()
+	return sum
+}
+
+// remember caches the totals for the next turn of this session, which
+// needs them to work out its own usage even if this turn's state delta
+// never reached the session store (client gone).
+func (t *turn) remember() {
+	if t.entry != nil && t.accumulated != nil {
+		acc := *t.accumulated
+		t.entry.totals = &acc
+	}
+}
+
+// turnUsage is this turn's tokens: the growth of goose's accumulated totals
+// when both ends are known (robust against goose repeating an earlier
+// per-call figure), otherwise the sum of the per-call figures.
+func (t *turn) turnUsage() goose.Usage {
+	if t.accumulated != nil && t.prev != nil {
+		a, p := *t.accumulated, *t.prev
+		at, pt := a.TotalTokens, p.TotalTokens
+		if at == 0 {
+			at = a.InputTokens + a.OutputTokens
+		}
+		if pt == 0 {
+			pt = p.InputTokens + p.OutputTokens
+		}
+		d := goose.Usage{InputTokens: max(0, a.InputTokens-p.InputTokens), OutputTokens: max(0, a.OutputTokens-p.OutputTokens), TotalTokens: max(0, at-pt)}
+		if a.Cost != nil {
+			c := max(0, deref(a.Cost)-deref(p.Cost))
+			d.Cost = &c
+		}
+		return d
+	}
+	return t.usage
+}
+
+func (t *turn) recordUsage() {
+	if t.g.cfg.Store == nil || t.gooseID == "" {
+		return
+	}
+	totals := t.totals()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ic), t.g.cfg.UsageTimeout)
+	defer cancel()
+	err := t.g.cfg.Store.RecordUsage(ctx, UsageRecord{
+		Key: t.key, GooseSessionID: t.gooseID, Turn: t.turnUsage(), Totals: totals, At: time.Now(),
+	})
+	if err != nil {
+		t.g.cfg.Logger.ErrorContext(ctx, "failed to record token usage",
+			"adk_session", t.key.SessionID, "error", err)
+	}
+}
+
+// takeText returns the aggregated thought and text parts and resets them.
+func (t *turn) takeText() []*genai.Part {
+	var parts []*genai.Part
+	if t.thought.Len() > 0 {
+		parts = append(parts, &genai.Part{Text: t.thought.String(), Thought: true})
+		t.thought.Reset()
+	}
+	if t.text.Len() > 0 {
+		parts = append(parts, &genai.Part{Text: t.text.String()})
+		t.text.Reset()
+	}
+	return parts
+}
+
+func (t *turn) newEvent(c *genai.Content) *session.Event {
+	ev := session.NewEventWithContext(t.ic, t.ic.InvocationID())
+	ev.Author = t.g.cfg.Name
+	ev.Branch = t.ic.Branch()
+	ev.LLMResponse = model.LLMResponse{Content: c}
+	return ev
+}
+
+func (t *turn) emitPartial(p *genai.Part, meta map[string]any) bool {
+	ev := t.newEvent(&genai.Content{Role: genai.RoleModel, Parts: []*genai.Part{p}})
+	ev.Partial = true
+	ev.CustomMetadata = meta
+	return t.emit(ev)
+}
+
+// emit yields an event; non-partial events carry the pending state delta
+// (partial events are not persisted, so their delta would be lost).
+func (t *turn) emit(ev *session.Event) bool {
+	if t.stopped {
+		return false
+	}
+	if !ev.Partial && len(t.stateDelta) > 0 {
+		for k, v := range t.stateDelta {
+			ev.Actions.StateDelta[k] = v
+		}
+		clear(t.stateDelta)
+	}
+	if t.events == 0 {
+		t.firstEvent = time.Since(t.start)
+	}
+	t.events++
+	if !t.yield(ev, nil) {
+		t.stopped = true
+		return false
+	}
+	return true
+}
+
+// userMessage extracts what goose can take from the ADK user content.
+func userMessage(c *genai.Content) (goose.UserMessage, error) {
+	if c == nil {
+		return goose.UserMessage{}, fmt.Errorf("failed to read user message: %w", errNoText)
+	}
+	var b strings.Builder
+	for _, p := range c.Parts {
+		if p == nil || p.Thought || p.Text == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(p.Text)
+	}
+	if b.Len() == 0 {
+		return goose.UserMessage{}, fmt.Errorf("failed to read user message: %w", errNoText)
+	}
+	return goose.UserMessage{Text: b.String()}, nil
+}
+
+var errNoText = errors.New("the message has no text part (goose accepts text)")
+
+func errorCode(err error) string {
+	var ae *goose.AgentError
+	switch {
+	case errors.Is(err, errNoText):
+		return ErrorCodeBadRequest
+	case errors.As(err, &ae):
+		return ErrorCodeAgent
+	case errors.Is(err, goose.ErrUnavailable):
+		return ErrorCodeUnavailable
+	case errors.Is(err, goose.ErrUnauthorized):
+		return ErrorCodeUnauthorized
+	case errors.Is(err, goose.ErrNotReady):
+		return ErrorCodeNotReady
+	case errors.Is(err, goose.ErrRateLimited):
+		return ErrorCodeRateLimited
+	case errors.Is(err, goose.ErrStreamBroken):
+		return ErrorCodeStreamBroken
+	case errors.Is(err, goose.ErrUnsupported):
+		return ErrorCodeUnsupported
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrorCodeTimeout
+	case errors.Is(err, context.Canceled):
+		return ErrorCodeCancelled
+	}
+	var he *goose.HTTPError
+	if errors.As(err, &he) && he.StatusCode >= 500 {
+		return ErrorCodeUnavailable
+	}
+	return ErrorCodeInternal
+}
+
+func finishReason(reason string, err error) genai.FinishReason {
+	if err != nil {
+		return genai.FinishReasonOther
+	}
+	switch reason {
+	case "end_turn", "stop", "":
+		return genai.FinishReasonStop
+	case "max_tokens":
+		return genai.FinishReasonMaxTokens
+	default: // "cancelled" and anything new
+		return genai.FinishReasonOther
+	}
+}
+
+func usageMetadata(u goose.Usage) *genai.GenerateContentResponseUsageMetadata {
+	total := u.TotalTokens
+	if total == 0 {
+		total = u.InputTokens + u.OutputTokens
+	}
+	return &genai.GenerateContentResponseUsageMetadata{
+		PromptTokenCount:     clamp32(u.InputTokens),
+		CandidatesTokenCount: clamp32(u.OutputTokens),
+		TotalTokenCount:      clamp32(total),
+	}
+}
+
+func clamp32(n int64) int32 {
+	return int32(max(0, min(n, math.MaxInt32)))
+}
+
+func addUsage(a, b goose.Usage) goose.Usage {
+	at, bt := a.TotalTokens, b.TotalTokens
+	if at == 0 {
+		at = a.InputTokens + a.OutputTokens
+	}
+	if bt == 0 {
+		bt = b.InputTokens + b.OutputTokens
+	}
+	out := goose.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens, TotalTokens: at + bt}
+	if a.Cost != nil || b.Cost != nil {
+		c := deref(a.Cost) + deref(b.Cost)
+		out.Cost = &c
+	}
+	return out
+}
+
+func deref(f *float64) float64 {
+	if f == nil {
+		return 0
+	}
+	return *f
+}
+
+func usageState(u goose.Usage) map[string]any {
+	total := u.TotalTokens
+	if total == 0 {
+		total = u.InputTokens + u.OutputTokens
+	}
+	return map[string]any{"inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": total}
+}
+
+// usageFromState reads StateKeyUsage; values may be int64 (in memory) or
+// float64 (after a JSON round trip through the database).
+func usageFromState(st session.State) (goose.Usage, bool) {
+	v, err := st.Get(StateKeyUsage)
+	if err != nil {
+		return goose.Usage{}, false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return goose.Usage{}, false
+	}
+	return goose.Usage{InputTokens: toInt64(m["inputTokens"]), OutputTokens: toInt64(m["outputTokens"]), TotalTokens: toInt64(m["totalTokens"])}, true
+}
+
+func toInt64(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int:
+		return int64(n)
+	case int32:
+		return int64(n)
+	case float64:
+		return int64(n)
+	case json.Number:
+		i, _ := n.Int64()
+		return i
+	}
+	return 0
+}
+
+func stateString(st session.State, key string) string {
+	v, err := st.Get(key)
+	if err != nil {
+		return ""
+	}
+	s, _ := v.(string)
+	return s
+}
+
+// argsMap turns goose's JSON arguments into FunctionCall.Args, which must be
+// an object; anything else is wrapped so that no information is dropped.
+func argsMap(raw json.RawMessage) map[string]any {
+	if len(raw) == 0 {
+		return map[string]any{}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err == nil && m != nil {
+		return m
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err == nil {
+		return map[string]any{"value": v}
+	}
+	return map[string]any{"raw": string(raw)}
+}
+
+// responseMap follows ADK's convention for tool results: {"output": …} or
+// {"error": …}, plus goose's structured content when present.
+func responseMap(r *goose.ToolResponse) map[string]any {
+	m := map[string]any{}
+	if r.IsError {
+		m["error"] = r.Text
+	} else {
+		m["output"] = r.Text
+	}
+	if len(r.Structured) > 0 {
+		var v any
+		if err := json.Unmarshal(r.Structured, &v); err == nil {
+			m["structured"] = v
+		}
+	}
+	return m
+}
+
+func notificationText(n *goose.Notification) string {
+	var b strings.Builder
+	b.WriteString("[")
+	if n.Kind != "" {
+		b.WriteString(n.Kind)
+	} else {
+		b.WriteString("progress")
+	}
+	if n.Progress != nil {
+		if n.Total != nil && *n.Total > 0 {
+			fmt.Fprintf(&b, " %g/%g", *n.Progress, *n.Total)
+		} else {
+			fmt.Fprintf(&b, " %g", *n.Progress)
+		}
+	}
+	b.WriteString("] ")
+	b.WriteString(n.Message)
+	return b.String()
+}
+
+func notificationMeta(n *goose.Notification) map[string]any {
+	m := map[string]any{"kind": n.Kind, "message": n.Message}
+	if n.ToolCallID != "" {
+		m["toolCallId"] = n.ToolCallID
+	}
+	if n.Progress != nil {
+		m["progress"] = *n.Progress
+	}
+	if n.Total != nil {
+		m["total"] = *n.Total
+	}
+	return m
+}

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"google.golang.org/adk/agent"
+	"google.golang.org/adk/runner"
+	adka2a "google.golang.org/adk/server/adka2a/v2"
+	"google.golang.org/adk/session"
+
+	"net/http"
+)
+
+// A2A paths, the same as adk-go's `web a2a` launcher.
+const (
+	A2APathV1  = "/a2a/v1/invoke" // A2A 1.0 JSON-RPC
+	A2APathV03 = "/a2a/invoke"    // A2A 0.3 JSON-RPC
+)
+
+func (s *Server) agentCard() (*a2a.AgentCard, error) {
+	base, err := url.Parse(strings.TrimRight(s.cfg.PublicBaseURL, "/"))
+	if err != nil || base.Scheme == "" || base.Host == "" {
+		return nil, fmt.Errorf("failed to parse public base URL %q: want scheme://host[:port]", s.cfg.PublicBaseURL)
+	}
+	b := base.String()
+	card := &a2a.AgentCard{
+		Name:               s.cfg.AppName,
+		Description:        s.cfg.Description,
+		Version:            s.cfg.Version,
+		DefaultInputModes:  []string{"text/plain"},
+		DefaultOutputModes: []string{"text/plain"},
+		Capabilities:       a2a.AgentCapabilities{Streaming: true},
+		Skills:             adka2a.BuildAgentSkills(s.agent),
+		// The 1.0 interface comes first: a2av0's producer derives the 0.3
+		// url/preferredTransport fields from the 0.3 entry.
+		SupportedInterfaces: []*a2a.AgentInterface{
+			{URL: b + A2APathV1, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.Version},
+			{URL: b + A2APathV03, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version},
+		},
+	}
+	// No securitySchemes: a2av0's union producer writes them in the 0.3
+	// shape, which the 1.0 card parser of a2a-go v2.3.1 (used by adk-go's
+	// remoteagent) rejects ("unknown security scheme type"), breaking every
+	// ADK client. Auth is documented out of band instead.
+	return card, nil
+}
+
+func (s *Server) mountA2A(mux *http.ServeMux) error {
+	card, err := s.agentCard()
+	if err != nil {
+		return err
+	}
+	runnerCfg := runner.Config{AppName: s.cfg.AppName, Agent: s.agent, SessionService: s.sessions}
+	s.a2aExec = &drainingExecutor{
+		// Streaming calls: server-side SSE mode forwards goose's deltas as
+		// partial artifact updates (the client's mode does not matter).
+		streaming: adka2a.NewExecutor(adka2a.ExecutorConfig{
+			RunnerConfig: runnerCfg,
+			RunConfig:    agent.RunConfig{StreamingMode: agent.StreamingModeSSE},
+		}),
+		// Unary calls get no partials (they would only leave an empty reset
+		// artifact in the task) and the turn's usage on the task metadata,
+		// where the ADK client reads it from a Task result.
+		unary: adka2a.NewExecutor(adka2a.ExecutorConfig{
+			RunnerConfig:         runnerCfg,
+			RunConfig:            agent.RunConfig{StreamingMode: agent.StreamingModeNone},
+			AfterEventCallback:   captureUsage,
+			AfterExecuteCallback: attachUsage,
+		}),
+		stop: s.stop,
+	}
+	h := a2asrv.NewHandler(s.a2aExec, a2asrv.WithLogger(s.log))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
+	mux.Handle(A2APathV1, a2asrv.NewJSONRPCHandler(h))
+	mux.Handle(A2APathV03, a2av0.NewJSONRPCHandler(h))
+	return nil
+}
+
+// drainingExecutor wraps the ADK executor: a2asrv runs executions detached
+// from their HTTP request, so this links them to the server's stop context
+// and counts them, letting shutdown wait for or end them.
+type drainingExecutor struct {
+	streaming, unary *adka2a.Executor
+	stop             context.Context
+	wg               sync.WaitGroup
+}
+
+// pick chooses the executor by the A2A method that started the execution.
+func (d *drainingExecutor) pick(ctx context.Context) *adka2a.Executor {
+	if cc, ok := a2asrv.CallContextFrom(ctx); ok && cc.Method() == "SendMessage" {
+		return d.unary
+	}
+	return d.streaming
+}
+
+var (
+	_ a2asrv.AgentExecutor         = (*drainingExecutor)(nil)
+	_ a2asrv.AgentExecutionCleaner = (*drainingExecutor)(nil)
+)
+
+func (d *drainingExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return d.track(ctx, func(ctx context.Context) iter.Seq2[a2a.Event, error] {
+		return d.pick(ctx).Execute(context.WithValue(ctx, usageKey{}, &usageHolder{}), ec)
+	})
+}
+
+func (d *drainingExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return d.track(ctx, func(ctx context.Context) iter.Seq2[a2a.Event, error] { return d.streaming.Cancel(ctx, ec) })
+}
+
+func (d *drainingExecutor) Cleanup(ctx context.Context, ec *a2asrv.ExecutorContext, res a2a.SendMessageResult, err error) {
+	d.streaming.Cleanup(ctx, ec, res, err)
+}
+
+func (d *drainingExecutor) track(ctx context.Context, run func(context.Context) iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		d.wg.Add(1)
+		defer d.wg.Done()
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		unlink := context.AfterFunc(d.stop, func() { cancel(context.Cause(d.stop)) })
+		defer unlink()
+		for ev, err := range run(ctx) {
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+func (d *drainingExecutor) wait(ctx context.Context) error {
+	if d == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("failed to wait for A2A executions: %w", ctx.Err())
+	}
+}
+
+type usageKey struct{}
+
+type usageHolder struct{ usage map[string]any }
+
+// captureUsage keeps the last usage an ADK event of the execution carried.
+func captureUsage(ctx adka2a.ExecutorContext, ev *session.Event, _ *a2a.TaskArtifactUpdateEvent) error {
+	h, ok := ctx.Value(usageKey{}).(*usageHolder)
+	if !ok || ev == nil || ev.UsageMetadata == nil {
+		return nil
+	}
+	// A plain map survives the task store's deep copy, a genai struct may not.
+	b, err := json.Marshal(ev.UsageMetadata)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) == nil {
+		h.usage = m
+	}
+	return nil
+}
+
+// attachUsage copies the captured usage onto the final status update, whose
+// metadata a2a-go merges into the task's.
+func attachUsage(ctx adka2a.ExecutorContext, final *a2a.TaskStatusUpdateEvent, _ error) error {
+	h, ok := ctx.Value(usageKey{}).(*usageHolder)
+	if !ok || h.usage == nil || final == nil {
+		return nil
+	}
+	if final.Metadata == nil {
+		final.Metadata = map[string]any{}
+	}
+	final.Metadata["adk_usage_metadata"] = h.usage
+	return nil
+}

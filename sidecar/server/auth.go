@@ -1,0 +1,79 @@
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// Routes served without the inbound token: probes must work without
+// credentials, and the agent card is public discovery data that itself
+// declares how to authenticate.
+var openPaths = map[string]bool{
+	"/healthz":                     true,
+	"/readyz":                      true,
+	"/health":                      true, // adkrest's own health route
+	"/.well-known/agent-card.json": true,
+}
+
+// authenticate requires token on every other route, taken from
+// `Authorization: Bearer <t>`, `X-API-Key: <t>` or the `api_key` query
+// parameter (browsers' EventSource cannot set headers). An empty token
+// disables the check. CORS preflights pass: browsers never send credentials
+// on them.
+func authenticate(next http.Handler, token string, log *slog.Logger) http.Handler {
+	if token == "" {
+		return next
+	}
+	// Comparing fixed-length digests keeps the comparison constant-time even
+	// for a presented token of a different length.
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if openPaths[r.URL.Path] || r.Method == http.MethodOptions {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got, how := presentedToken(r)
+		if got != "" {
+			sum := sha256.Sum256([]byte(got))
+			if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
+				if how == "query" {
+					// Keep the token out of anything downstream that logs URLs.
+					q := r.URL.Query()
+					q.Del("api_key")
+					r.URL.RawQuery = q.Encode()
+				}
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		reason := "missing credentials"
+		if got != "" {
+			reason = "invalid credentials"
+		}
+		log.Info("unauthorized request", "path", r.URL.Path, "method", r.Method, "reason", reason, "via", how)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="adk2goose"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]string{
+			"error":  "unauthorized",
+			"detail": reason + ": send the token as 'Authorization: Bearer <token>', 'X-API-Key: <token>' or the api_key query parameter",
+		})
+	})
+}
+
+func presentedToken(r *http.Request) (token, how string) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if scheme, t, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(t), "bearer"
+		}
+		return "", "authorization"
+	}
+	if t := r.Header.Get("X-API-Key"); t != "" {
+		return t, "x-api-key"
+	}
+	if t := r.URL.Query().Get("api_key"); t != "" {
+		return t, "query"
+	}
+	return "", "none"
+}

@@ -1,0 +1,271 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
+)
+
+// BenchmarkStreamPaths compares three ways of consuming the same fake goose
+// (goosed flavour: REST + SSE) reply stream, in one run:
+//
+//	direct     the goose REST client reads goose's /reply SSE itself
+//	proxy      the same client through a plain httputil.ReverseProxy
+//	adk2goose  an HTTP client reads /run_sse of the full sidecar
+//	           (auth, lenient layer, adkrest, runner, SQLite sessions, gooseagent)
+//
+// It prints a table: time to first event p50/p99, per-event latency inside a
+// stream, events/s over all streams, and heap+stack per open stream with
+// 1,000 streams held open at once. Everything (fake goose, proxy or sidecar,
+// clients) shares one process, so memory is compared as a delta between
+// paths. Run: go test -run '^$' -bench StreamPaths -benchtime 1x ./sidecar/server/
+func BenchmarkStreamPaths(b *testing.B) {
+	const (
+		deltas      = 100 // text events per reply
+		streams     = 200 // replies per throughput phase
+		concurrency = 50
+		held        = 1000 // streams open at once for the memory phase
+	)
+	script := func(_ string, text string) goosetest.Reply {
+		if text == "hold" {
+			return goosetest.Reply{Steps: []goosetest.Step{{Text: "first"}, {Delay: 4 * time.Second, Text: "last"}}}
+		}
+		steps := make([]goosetest.Step, 0, deltas+1)
+		for i := range deltas {
+			steps = append(steps, goosetest.Step{Text: fmt.Sprintf("token%03d ", i)})
+		}
+		return goosetest.Reply{Steps: append(steps, goosetest.Step{Usage: &goosetest.UsageStep{Input: 10, Output: deltas}})}
+	}
+	fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script, PingInterval: time.Minute})
+	defer fake.Close()
+	target, _ := url.Parse(fake.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1 // flush every write, as an SSE proxy must
+	proxySrv := &http.Server{Handler: proxy}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go proxySrv.Serve(pln)
+	defer proxySrv.Close()
+
+	newClient := func(u string) *rest.Client {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = held + 10
+		c, err := rest.New(rest.Config{URL: u, SecretKey: fake.SecretKey, HTTPClient: &http.Client{Transport: tr}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = c.Close(); tr.CloseIdleConnections() })
+		return c
+	}
+	sidecarBackend := newClient(fake.URL)
+	sc := startSidecar(b, sidecarBackend, b.TempDir())
+
+	type path struct {
+		name  string
+		setup func(i int) (func(ctx context.Context, text string, onEvent func()) error, error)
+	}
+	viaGoose := func(c *rest.Client) func(int) (func(context.Context, string, func()) error, error) {
+		return func(int) (func(context.Context, string, func()) error, error) {
+			s, err := c.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/tmp"})
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, text string, onEvent func()) error {
+				for ev, err := range c.Reply(ctx, s.ID, goose.UserMessage{Text: text}) {
+					if err != nil {
+						return err
+					}
+					if _, ok := ev.(*goose.TextDelta); ok {
+						onEvent()
+					}
+				}
+				return nil
+			}, nil
+		}
+	}
+	sseTr := http.DefaultTransport.(*http.Transport).Clone()
+	sseTr.MaxIdleConnsPerHost = held + 10
+	sseClient := &http.Client{Transport: sseTr}
+	defer sseTr.CloseIdleConnections()
+	viaSidecar := func(i int) (func(context.Context, string, func()) error, error) {
+		id := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i)
+		code, body := sc.do(http.MethodPost, "/apps/"+appName+"/users/u/sessions/"+id, nil)
+		if code != 200 {
+			return nil, fmt.Errorf("create session: %d %s", code, body)
+		}
+		return func(ctx context.Context, text string, onEvent func()) error {
+			j, _ := json.Marshal(runBody("u", id, text, true))
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, sc.URL+"/run_sse", bytes.NewReader(j))
+			req.Header.Set("X-API-Key", testToken)
+			resp, err := sseClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			r := bufio.NewReaderSize(resp.Body, 64<<10)
+			for {
+				line, err := r.ReadSlice('\n')
+				if err != nil {
+					return nil
+				}
+				if bytes.HasPrefix(line, []byte(`data: {`)) && bytes.Contains(line, []byte(`"partial":true`)) {
+					onEvent()
+				}
+			}
+		}, nil
+	}
+	paths := []path{
+		{"direct", viaGoose(newClient(fake.URL))},
+		{"proxy", viaGoose(newClient("http://" + pln.Addr().String()))},
+		{"adk2goose", viaSidecar},
+	}
+
+	type result struct {
+		ttfe           []time.Duration
+		perEvent       []time.Duration
+		events         int
+		wall           time.Duration
+		bytesPerStream float64
+	}
+	results := map[string]*result{}
+	for _, p := range paths {
+		b.Run(p.name, func(b *testing.B) {
+			res := &result{}
+			for range b.N {
+				runs := make([]func(context.Context, string, func()) error, streams)
+				for i := range runs {
+					if runs[i], err = p.setup(i); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var mu sync.Mutex
+				sem := make(chan struct{}, concurrency)
+				var wg sync.WaitGroup
+				start := time.Now()
+				for _, run := range runs {
+					wg.Add(1)
+					sem <- struct{}{}
+					go func() {
+						defer func() { <-sem; wg.Done() }()
+						t0 := time.Now()
+						var first, last time.Time
+						n := 0
+						err := run(context.Background(), "go", func() {
+							now := time.Now()
+							if n == 0 {
+								first = now
+							}
+							last = now
+							n++
+						})
+						mu.Lock()
+						defer mu.Unlock()
+						if err != nil || n != deltas {
+							b.Errorf("%s: stream got %d events: %v", p.name, n, err)
+							return
+						}
+						res.ttfe = append(res.ttfe, first.Sub(t0))
+						res.perEvent = append(res.perEvent, last.Sub(first)/time.Duration(n-1))
+						res.events += n
+					}()
+				}
+				wg.Wait()
+				res.wall += time.Since(start)
+
+				// Memory: hold `held` streams open after their first event.
+				holds := make([]func(context.Context, string, func()) error, held)
+				for i := range holds {
+					if holds[i], err = p.setup(i); err != nil {
+						b.Fatal(err)
+					}
+				}
+				runtime.GC()
+				var before, during runtime.MemStats
+				runtime.ReadMemStats(&before)
+				ctx, cancel := context.WithCancel(context.Background())
+				var opened, hwg sync.WaitGroup
+				opened.Add(held)
+				for _, h := range holds {
+					hwg.Add(1)
+					go func() {
+						defer hwg.Done()
+						once := sync.OnceFunc(opened.Done)
+						defer once()
+						_ = h(ctx, "hold", once)
+					}()
+				}
+				opened.Wait()
+				runtime.GC()
+				runtime.ReadMemStats(&during)
+				cancel()
+				hwg.Wait()
+				inuse := func(m runtime.MemStats) float64 { return float64(m.HeapInuse + m.StackInuse) }
+				res.bytesPerStream = (inuse(during) - inuse(before)) / held
+			}
+			p50, p99 := pct(res.ttfe, 50), pct(res.ttfe, 99)
+			b.ReportMetric(ms(p50), "ttfe-p50-ms")
+			b.ReportMetric(ms(p99), "ttfe-p99-ms")
+			b.ReportMetric(float64(pct(res.perEvent, 50).Microseconds()), "event-p50-µs")
+			b.ReportMetric(float64(res.events)/res.wall.Seconds(), "events/s")
+			b.ReportMetric(res.bytesPerStream/1024, "KiB/open-stream")
+			results[p.name] = res
+		})
+	}
+	if len(results) != len(paths) {
+		return
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "\n%d replies x %d deltas at concurrency %d; memory with %d streams open (heap+stack, whole process)\n", streams, deltas, concurrency, held)
+	fmt.Fprintf(&out, "%-10s %12s %12s %14s %12s %16s\n", "path", "TTFE p50", "TTFE p99", "per-event p50", "events/s", "KiB/open stream")
+	d := results["direct"]
+	for _, p := range paths {
+		r := results[p.name]
+		fmt.Fprintf(&out, "%-10s %12s %12s %14s %12.0f %16.1f\n", p.name, pct(r.ttfe, 50).Round(time.Microsecond), pct(r.ttfe, 99).Round(time.Microsecond),
+			pct(r.perEvent, 50).Round(100*time.Nanosecond), float64(r.events)/r.wall.Seconds(), r.bytesPerStream/1024)
+	}
+	for _, name := range []string{"proxy", "adk2goose"} {
+		r := results[name]
+		fmt.Fprintf(&out, "%-10s vs direct: TTFE p50 x%.1f, p99 x%.1f, per-event x%.1f, events/s x%.2f, memory/stream x%.1f\n", name,
+			ratio(pct(r.ttfe, 50), pct(d.ttfe, 50)), ratio(pct(r.ttfe, 99), pct(d.ttfe, 99)),
+			ratio(pct(r.perEvent, 50), pct(d.perEvent, 50)),
+			(float64(r.events)/r.wall.Seconds())/(float64(d.events)/d.wall.Seconds()), r.bytesPerStream/d.bytesPerStream)
+	}
+	fmt.Fprint(os.Stdout, out.String())
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}

@@ -1,0 +1,331 @@
+// Package server wires the adk2goose sidecar's HTTP surface on one port:
+//
+//	/healthz, /readyz            open; process and goose health
+//	/stats                       JSON session and token figures (see Stats)
+//	/metrics                     Prometheus
+//	/.well-known/agent-card.json A2A card (open: it holds no secret and tells clients how to authenticate)
+//	/a2a/v1/invoke               A2A 1.0 JSON-RPC (a2a-go v2 a2asrv + adk-go adka2a/v2)
+//	/a2a/invoke                  A2A 0.3 JSON-RPC (a2a-go a2av0 compat)
+//	everything else              adk-go's adkrest server (ADK REST API and web UI wire)
+//
+// Every route except the open ones requires the inbound token. /run and
+// /run_sse pass through a lenient normaliser first, because adkrest rejects
+// unknown and snake_case fields that real clients send.
+package server
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	gormlogger "gorm.io/gorm/logger"
+
+	"gorm.io/gorm"
+
+	"google.golang.org/adk/agent"
+	"google.golang.org/adk/server/adkrest"
+	"google.golang.org/adk/session"
+	"google.golang.org/adk/session/database"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+)
+
+// ErrDraining is the cancellation cause of requests still running when the
+// drain timeout ends.
+var ErrDraining = errors.New("adk2goose is shutting down")
+
+// Config configures New.
+type Config struct {
+	// Backend is the goose server. Required.
+	Backend goose.Backend
+	// AppName is the ADK app name and agent name. Required; it must be a
+	// valid ADK agent name (letters, digits, underscores).
+	AppName string
+	// Description appears in the agent card.
+	Description string
+	// Version appears in the agent card. Default "0.0.0".
+	Version string
+	// DataDir holds the SQLite files. Required.
+	DataDir string
+	// PublicBaseURL is how A2A clients reach this server, e.g.
+	// http://goose.default.svc:8080; the agent card's URLs are built from it.
+	// Required. A2A clients insist that the card's URL origin equals the one
+	// they fetched the card from.
+	PublicBaseURL string
+	// AuthToken is the inbound token. Empty disables auth (development only).
+	AuthToken string
+	// CORSOrigins lists allowed browser origins; "*" allows any.
+	CORSOrigins []string
+	// ActiveWindow: a session counts as active in /stats when a reply is in
+	// flight or its last turn ended within this window. Default 10m.
+	ActiveWindow time.Duration
+	// SSEWriteTimeout bounds one /run_sse response. Default 10m. adkrest
+	// kills the stream at once when it is zero, hence the default.
+	SSEWriteTimeout time.Duration
+	// StartOptions are used for new goose sessions.
+	StartOptions goose.StartOptions
+	// MaxRequestBytes bounds /run and /run_sse bodies. Default 16 MiB.
+	MaxRequestBytes int64
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	switch {
+	case c.Backend == nil:
+		return errors.New("backend is required")
+	case c.AppName == "":
+		return errors.New("app name is required")
+	case c.DataDir == "":
+		return errors.New("data dir is required")
+	case c.PublicBaseURL == "":
+		return errors.New("public base URL is required")
+	}
+	if c.Version == "" {
+		c.Version = "0.0.0"
+	}
+	if c.ActiveWindow <= 0 {
+		c.ActiveWindow = 10 * time.Minute
+	}
+	if c.SSEWriteTimeout <= 0 {
+		c.SSEWriteTimeout = 10 * time.Minute
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = 16 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Description == "" {
+		c.Description = "Goose, an open-source AI agent, served as an ADK agent by adk2goose"
+	}
+	return nil
+}
+
+// Server is the sidecar's HTTP surface. Create it with New, serve it with
+// Serve (or mount Handler), and Close it when done.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	handler  http.Handler
+	agent    agent.Agent
+	sessions session.Service
+	sessDB   *sql.DB
+	usage    *UsageStore
+	activity *activity
+	metrics  *metrics
+	a2aExec  *drainingExecutor
+
+	// stop is cancelled (cause ErrDraining) when the drain timeout ends:
+	// request contexts and A2A executions are linked to it, so open streams
+	// end with an error event or a FAILED task while their connections are
+	// still up to carry it.
+	stop       context.Context
+	cancelStop context.CancelCauseFunc
+	inflight   sync.WaitGroup
+	closeOnce  sync.Once
+}
+
+// New builds the server: opens the SQLite stores in DataDir, builds the goose
+// agent, adkrest, and the A2A handlers.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, fmt.Errorf("failed to configure server: %w", err)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("failed to create data dir: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	s.stop, s.cancelStop = context.WithCancelCause(context.WithoutCancel(ctx))
+
+	ok := false
+	defer func() {
+		if !ok {
+			_ = s.Close()
+		}
+	}()
+
+	var err error
+	s.sessDB, err = sql.Open("sqlite", sqliteDSN(filepath.Join(cfg.DataDir, SessionsDBFile)))
+	if err != nil {
+		return nil, fmt.Errorf("failed to open session database: %w", err)
+	}
+	s.sessions, err = database.NewSessionService(&sqlite.Dialector{Conn: s.sessDB},
+		&gorm.Config{Logger: gormlogger.Default.LogMode(gormlogger.Silent)})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create session service: %w", err)
+	}
+	if err := database.AutoMigrate(s.sessions); err != nil {
+		return nil, fmt.Errorf("failed to migrate session database: %w", err)
+	}
+	s.usage, err = OpenUsageStore(ctx, filepath.Join(cfg.DataDir, UsageDBFile))
+	if err != nil {
+		return nil, err
+	}
+
+	s.metrics = newMetrics()
+	s.activity = newActivity(s.metrics)
+	s.agent, err = gooseagent.New(gooseagent.Config{
+		Name:         cfg.AppName,
+		Description:  cfg.Description,
+		Backend:      cfg.Backend,
+		StartOptions: cfg.StartOptions,
+		Store:        s.usage,
+		Observer:     s.activity,
+		Logger:       cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	rest, err := adkrest.NewServer(adkrest.ServerConfig{
+		SessionService:  s.sessions,
+		AgentLoader:     agent.NewSingleLoader(s.agent),
+		SSEWriteTimeout: cfg.SSEWriteTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create ADK REST server: %w", err)
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /stats", s.stats)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	if err := s.mountA2A(mux); err != nil {
+		return nil, err
+	}
+	mux.Handle("/", lenient(rest, cfg.MaxRequestBytes))
+
+	var h http.Handler = mux
+	h = authenticate(h, cfg.AuthToken, s.log)
+	h = cors(h, cfg.CORSOrigins)
+	h = s.instrument(h)
+	h = recoverPanics(h, s.log)
+	s.handler = h
+	ok = true
+	return s, nil
+}
+
+// Handler is the server's http.Handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Agent is the goose agent the server runs.
+func (s *Server) Agent() agent.Agent { return s.agent }
+
+// SessionService is the ADK session service (SQLite).
+func (s *Server) SessionService() session.Service { return s.sessions }
+
+// Serve serves on ln until ctx is done, then drains: it stops accepting,
+// lets running requests and streams finish for up to drain, then ends what
+// is left cleanly (an SSE error frame / a FAILED A2A task) and returns.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("serving", "addr", ln.Addr().String(), "app", s.cfg.AppName, "auth", s.cfg.AuthToken != "")
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("failed to serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("draining", "timeout", drain.String())
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+	defer cancel()
+	err := srv.Shutdown(dctx)
+	// A2A executions run detached from their HTTP requests, so Shutdown does
+	// not wait for them; they get the rest of the drain window.
+	if err == nil {
+		err = s.a2aExec.wait(dctx)
+	}
+	if err != nil {
+		s.log.Warn("drain timeout reached, ending open streams")
+	}
+	s.cancelStop(ErrDraining)
+	// Streams now end by themselves; give them a moment to send their last
+	// frame before the connections are closed.
+	gctx, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	if err := srv.Shutdown(gctx); err != nil {
+		_ = srv.Close()
+	}
+	_ = s.a2aExec.wait(gctx)
+	waitGroup(gctx, &s.inflight)
+	<-errc
+	s.log.Info("stopped")
+	return nil
+}
+
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Close cancels anything still running and closes the stores.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.cancelStop(ErrDraining)
+		if s.a2aExec != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = s.a2aExec.wait(ctx)
+			cancel()
+		}
+		if s.usage != nil {
+			err = errors.Join(err, s.usage.Close())
+		}
+		if s.sessDB != nil {
+			err = errors.Join(err, s.sessDB.Close())
+		}
+	})
+	return err
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	if err := s.cfg.Backend.Health(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "goose: " + err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "goose": string(s.cfg.Backend.Flavor())})
+}
+
+func recoverPanics(next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error"})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"google.golang.org/adk/session"
+)
+
+// Stats is the JSON body of GET /stats, consumed by the operator's status
+// collector. Example:
+//
+//	{
+//	  "appName": "goose",
+//	  "sessions": {"total": 12, "active": 2, "inFlight": 1},
+//	  "tokens": {"input": 48211, "output": 9120, "total": 57331},
+//	  "activeWindowSeconds": 600,
+//	  "generatedAt": "2026-11-22T03:30:00Z"
+//	}
+//
+// sessions.total counts the ADK sessions currently stored. sessions.active
+// counts sessions with a goose reply in flight or whose last turn ended
+// within activeWindowSeconds; sessions.inFlight only the former. tokens are
+// the sums of every session's accumulated goose totals, including sessions
+// deleted since (tokens spent stay spent); they and the last-use times are
+// kept in SQLite on the data volume, so they survive restarts.
+type Stats struct {
+	AppName             string       `json:"appName"`
+	Sessions            SessionStats `json:"sessions"`
+	Tokens              TokenStats   `json:"tokens"`
+	ActiveWindowSeconds float64      `json:"activeWindowSeconds"`
+	GeneratedAt         time.Time    `json:"generatedAt"`
+}
+
+// SessionStats is Stats.Sessions.
+type SessionStats struct {
+	Total    int `json:"total"`
+	Active   int `json:"active"`
+	InFlight int `json:"inFlight"`
+}
+
+// TokenStats is Stats.Tokens.
+type TokenStats struct {
+	Input  int64 `json:"input"`
+	Output int64 `json:"output"`
+	Total  int64 `json:"total"`
+}
+
+// Stats computes the current figures.
+func (s *Server) Stats(ctx context.Context) (Stats, error) {
+	now := time.Now()
+	st := Stats{AppName: s.cfg.AppName, ActiveWindowSeconds: s.cfg.ActiveWindow.Seconds(), GeneratedAt: now.UTC()}
+	list, err := s.sessions.List(ctx, &session.ListRequest{AppName: s.cfg.AppName})
+	if err != nil {
+		return st, fmt.Errorf("failed to list sessions: %w", err)
+	}
+	st.Sessions.Total = len(list.Sessions)
+
+	active := s.activity.snapshot()
+	st.Sessions.InFlight = len(active)
+	recent, err := s.usage.UsedSince(ctx, s.cfg.AppName, now.Add(-s.cfg.ActiveWindow))
+	if err != nil {
+		return st, err
+	}
+	for _, k := range recent {
+		active[k] = true
+	}
+	st.Sessions.Active = len(active)
+
+	u, err := s.usage.Totals(ctx, s.cfg.AppName)
+	if err != nil {
+		return st, err
+	}
+	st.Tokens = TokenStats{Input: u.InputTokens, Output: u.OutputTokens, Total: u.TotalTokens}
+	return st, nil
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := s.Stats(r.Context())
+	if err != nil {
+		s.log.Error("failed to compute stats", "error", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	// Pure-Go SQLite (modernc.org/sqlite underneath): the same driver adk-go's
+	// database session service is tested with, so one driver, no cgo.
+	_ "github.com/glebarez/go-sqlite"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+)
+
+// File names inside the data directory.
+const (
+	SessionsDBFile = "sessions.db" // adk-go database session service
+	UsageDBFile    = "usage.db"    // per-session token totals (UsageStore)
+)
+
+// sqliteDSN builds a DSN for the glebarez driver. WAL lets readers run
+// beside the single writer, busy_timeout waits out short write locks, and
+// immediate transactions avoid the lock-upgrade deadlock that busy_timeout
+// cannot resolve.
+func sqliteDSN(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	return "file:" + filepath.ToSlash(path) + "?" + q.Encode()
+}
+
+// UsageStore keeps each ADK session's accumulated goose token totals and
+// last use in SQLite. Rows outlive deleted sessions on purpose: tokens that
+// were spent stay spent in the totals.
+type UsageStore struct {
+	db *sql.DB
+}
+
+var _ gooseagent.UsageStore = (*UsageStore)(nil)
+
+// OpenUsageStore opens (creating if needed) the store at path.
+func OpenUsageStore(ctx context.Context, path string) (*UsageStore, error) {
+	db, err := sql.Open("sqlite", sqliteDSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("failed to open usage store: %w", err)
+	}
+	const schema = `CREATE TABLE IF NOT EXISTS session_usage (
+		app_name TEXT NOT NULL,
+		user_id TEXT NOT NULL,
+		session_id TEXT NOT NULL,
+		goose_session_id TEXT NOT NULL,
+		input_tokens INTEGER NOT NULL DEFAULT 0,
+		output_tokens INTEGER NOT NULL DEFAULT 0,
+		total_tokens INTEGER NOT NULL DEFAULT 0,
+		turns INTEGER NOT NULL DEFAULT 0,
+		last_used_ms INTEGER NOT NULL,
+		PRIMARY KEY (app_name, user_id, session_id)
+	);
+	CREATE INDEX IF NOT EXISTS session_usage_last_used ON session_usage (app_name, last_used_ms);`
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("failed to create usage schema: %w", err)
+	}
+	return &UsageStore{db: db}, nil
+}
+
+// RecordUsage implements gooseagent.UsageStore. Totals are absolute, so a
+// retried or replayed record cannot double count.
+func (s *UsageStore) RecordUsage(ctx context.Context, r gooseagent.UsageRecord) error {
+	total := r.Totals.TotalTokens
+	if total == 0 {
+		total = r.Totals.InputTokens + r.Totals.OutputTokens
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO session_usage
+		(app_name, user_id, session_id, goose_session_id, input_tokens, output_tokens, total_tokens, turns, last_used_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)
+		ON CONFLICT (app_name, user_id, session_id) DO UPDATE SET
+			goose_session_id = excluded.goose_session_id,
+			input_tokens = excluded.input_tokens,
+			output_tokens = excluded.output_tokens,
+			total_tokens = excluded.total_tokens,
+			turns = turns + 1,
+			last_used_ms = excluded.last_used_ms`,
+		r.Key.AppName, r.Key.UserID, r.Key.SessionID, r.GooseSessionID,
+		r.Totals.InputTokens, r.Totals.OutputTokens, total, r.At.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("failed to record session usage: %w", err)
+	}
+	return nil
+}
+
+// Totals sums the token totals of every session of app ever recorded.
+func (s *UsageStore) Totals(ctx context.Context, app string) (goose.Usage, error) {
+	var u goose.Usage
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0),
+		COALESCE(SUM(total_tokens),0) FROM session_usage WHERE app_name = ?`, app).
+		Scan(&u.InputTokens, &u.OutputTokens, &u.TotalTokens)
+	if err != nil {
+		return u, fmt.Errorf("failed to sum session usage: %w", err)
+	}
+	return u, nil
+}
+
+// UsedSince returns the sessions of app whose last turn ended at or after t.
+func (s *UsageStore) UsedSince(ctx context.Context, app string, t time.Time) ([]gooseagent.SessionKey, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT user_id, session_id FROM session_usage
+		WHERE app_name = ? AND last_used_ms >= ?`, app, t.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("failed to query recent sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []gooseagent.SessionKey
+	for rows.Next() {
+		k := gooseagent.SessionKey{AppName: app}
+		if err := rows.Scan(&k.UserID, &k.SessionID); err != nil {
+			return nil, fmt.Errorf("failed to read recent sessions: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("failed to read recent sessions: %w", err)
+	}
+	return out, nil
+}
+
+// Close closes the database.
+func (s *UsageStore) Close() error { return s.db.Close() }
