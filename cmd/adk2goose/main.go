@@ -1,6 +1,12 @@
 // Command adk2goose is the sidecar that serves a goose server as an ADK agent
 // over the ADK REST API and A2A. Every flag can also be set through the
 // environment variable named in its usage; flags win over the environment.
+//
+// With -goose-mode approve or smart_approve, goose asks before running tools;
+// adk2goose forwards each request to the ADK client as an
+// adk_request_confirmation call (A2A: an input-required task) and denies it
+// when no answer arrives within -confirmation-timeout. The default mode stays
+// auto, goose's own default.
 package main
 
 import (

@@ -29,6 +29,7 @@ type options struct {
 	logLevel, logFormat                                  string
 	insecureNoAuth                                       bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
+	confirmationTimeout                                  time.Duration
 
 	gooseSecretEnv string // GOOSE_SERVER__SECRET_KEY, env only: never a flag (it would show in ps)
 }
@@ -75,12 +76,13 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.gooseFlavor, "goose-flavor", "GOOSE_FLAVOR", string(goose.FlavorServe), "goose protocol: serve (ACP) or goosed (REST)")
 	str(&o.gooseSecretFile, "goose-secret-file", "GOOSE_SECRET_FILE", "", "file holding goose's X-Secret-Key (else env GOOSE_SERVER__SECRET_KEY)")
 	str(&o.gooseWorkDir, "goose-working-dir", "GOOSE_WORKING_DIR", "/tmp", "working directory of new goose sessions, as seen by goose")
-	str(&o.gooseMode, "goose-mode", "GOOSE_MODE", "auto", "tool approval mode of new goose sessions (auto until approvals are bridged)")
+	str(&o.gooseMode, "goose-mode", "GOOSE_MODE", "auto", "tool approval mode of new goose sessions: auto, approve, smart_approve or chat; in approve modes goose's permission requests reach ADK clients as adk_request_confirmation calls")
 	str(&o.authTokenFile, "auth-token-file", "ADK2GOOSE_AUTH_TOKEN_FILE", "", "file holding the inbound token clients must present")
 	boolean(&o.insecureNoAuth, "insecure-no-auth", "ADK2GOOSE_INSECURE_NO_AUTH", "serve without inbound auth (development only)")
 	str(&o.corsOrigins, "cors-origins", "ADK2GOOSE_CORS_ORIGINS", "", "comma-separated browser origins allowed by CORS, or *")
 	dur(&o.activeWindow, "active-window", "ADK2GOOSE_ACTIVE_WINDOW", 10*time.Minute, "a session used within this window counts as active in /stats")
 	dur(&o.sseWriteTimeout, "sse-write-timeout", "ADK2GOOSE_SSE_WRITE_TIMEOUT", 10*time.Minute, "longest /run_sse response")
+	dur(&o.confirmationTimeout, "confirmation-timeout", "ADK2GOOSE_CONFIRMATION_TIMEOUT", 10*time.Minute, "how long a goose tool approval waits for the ADK client's answer before it is denied")
 	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, how long open streams may finish before they are ended")
 	str(&o.logLevel, "log-level", "ADK2GOOSE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "ADK2GOOSE_LOG_FORMAT", "json", "json or text")
@@ -95,6 +97,14 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	}
 	if o.authTokenFile == "" && !o.insecureNoAuth {
 		return nil, errors.New("an auth token file is required (-auth-token-file), or -insecure-no-auth for development")
+	}
+	switch o.gooseMode {
+	case "auto", "approve", "smart_approve", "chat":
+	default:
+		return nil, fmt.Errorf("unknown goose mode %q: want auto, approve, smart_approve or chat", o.gooseMode)
+	}
+	if o.confirmationTimeout <= 0 {
+		return nil, fmt.Errorf("confirmation timeout must be positive, got %s", o.confirmationTimeout)
 	}
 	if o.gooseFlavor != string(goose.FlavorServe) && o.gooseFlavor != string(goose.FlavorGoosed) {
 		return nil, fmt.Errorf("unknown goose flavor %q: want serve or goosed", o.gooseFlavor)
@@ -189,18 +199,19 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		origins = strings.Split(o.corsOrigins, ",")
 	}
 	srv, err := server.New(ctx, server.Config{
-		Backend:         backend,
-		AppName:         o.appName,
-		Description:     o.description,
-		Version:         version,
-		DataDir:         o.dataDir,
-		PublicBaseURL:   o.publicBaseURL,
-		AuthToken:       token,
-		CORSOrigins:     origins,
-		ActiveWindow:    o.activeWindow,
-		SSEWriteTimeout: o.sseWriteTimeout,
-		StartOptions:    goose.StartOptions{WorkingDir: o.gooseWorkDir, Mode: o.gooseMode},
-		Logger:          log,
+		Backend:             backend,
+		AppName:             o.appName,
+		Description:         o.description,
+		Version:             version,
+		DataDir:             o.dataDir,
+		PublicBaseURL:       o.publicBaseURL,
+		AuthToken:           token,
+		CORSOrigins:         origins,
+		ActiveWindow:        o.activeWindow,
+		SSEWriteTimeout:     o.sseWriteTimeout,
+		ConfirmationTimeout: o.confirmationTimeout,
+		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir, Mode: o.gooseMode},
+		Logger:              log,
 	})
 	if err != nil {
 		_ = ln.Close()

@@ -130,8 +130,15 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.appName != "from_flag" || o.activeWindow != time.Minute || !o.insecureNoAuth || o.gooseFlavor != "serve" {
+	if o.appName != "from_flag" || o.activeWindow != time.Minute || !o.insecureNoAuth || o.gooseFlavor != "serve" ||
+		o.gooseMode != "auto" || o.confirmationTimeout != 10*time.Minute {
 		t.Fatalf("%+v", o)
+	}
+	o, err = parse([]string{"-goose-mode", "smart_approve"}, envMap(map[string]string{
+		"ADK2GOOSE_INSECURE_NO_AUTH": "1", "ADK2GOOSE_CONFIRMATION_TIMEOUT": "90s", "GOOSE_MODE": "approve",
+	}), io.Discard)
+	if err != nil || o.gooseMode != "smart_approve" || o.confirmationTimeout != 90*time.Second {
+		t.Fatalf("%v %+v", err, o)
 	}
 	for name, c := range map[string]struct {
 		args []string
@@ -142,6 +149,8 @@ func TestParse(t *testing.T) {
 		"bad env dur": {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DRAIN_TIMEOUT": "soon"}},
 		"bad flag":    {[]string{"-nope"}, nil},
 		"extra arg":   {[]string{"-insecure-no-auth", "x"}, nil},
+		"bad mode":    {[]string{"-insecure-no-auth", "-goose-mode", "yolo"}, nil},
+		"no timeout":  {[]string{"-insecure-no-auth", "-confirmation-timeout", "0s"}, nil},
 	} {
 		if _, err := parse(c.args, envMap(c.env), io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -14,7 +14,27 @@
 //   - goose errors become ErrorCode/ErrorMessage on the final event, never an
 //     iterator error, so /run keeps the turn and A2A reports a FAILED task;
 //   - progress notifications become partial events with a thought part, which
-//     UIs show as transient reasoning and which are not persisted.
+//     UIs show as transient reasoning and which are not persisted;
+//   - a goose tool approval request (approve / smart_approve mode) ends the
+//     turn with adk-go's human-in-the-loop shape: a functionCall named
+//     adk_request_confirmation (id "adk-<uuid>", listed in
+//     LongRunningToolIDs) whose args are originalFunctionCall {id, name,
+//     args} of goose's tool and toolConfirmation {hint, confirmed: false,
+//     payload}.
+//
+// Tool approvals. The goose reply stays open across the two ADK turns: its
+// pull iterator and context are parked on the session (pausedReply),
+// detached from the request that asked. The next user message of the session
+// that carries a functionResponse for the confirmation id, with
+// {"confirmed": bool} or the web UI's {"response": "<JSON or yes/no>"} (see
+// ParseConfirmation), answers goose (allow_once / deny_once) and the same
+// reply continues into that turn. A functionResponse for any other id ends
+// the turn with ErrorCodeConfirmationNotPending and leaves the pending one
+// alone. A plain new message supersedes the pending confirmation. The
+// confirmation is denied and the reply cancelled when
+// Config.ConfirmationTimeout passes (ErrorCodeConfirmationTimeout), on
+// Controller.CancelConfirmation and on Controller.Close; those record an
+// error event in the session (Config.SessionService) saying why.
 //
 // The ADK session maps to one goose session, created on first use. Its id is
 // kept in ADK session state under [StateKeySessionID] and the session's
@@ -60,7 +80,12 @@ const (
 	ErrorCodeUnsupported  = "GOOSE_UNSUPPORTED"
 	ErrorCodeTimeout      = "GOOSE_TIMEOUT"
 	ErrorCodeCancelled    = "GOOSE_CANCELLED"
-	ErrorCodeInternal     = "GOOSE_ERROR"
+	// ErrorCodeConfirmationNotPending: a function response names no pending
+	// tool confirmation of the session (unknown id, or already ended).
+	ErrorCodeConfirmationNotPending = "GOOSE_CONFIRMATION_NOT_PENDING"
+	// ErrorCodeConfirmationTimeout: nobody answered a tool confirmation in time.
+	ErrorCodeConfirmationTimeout = "GOOSE_CONFIRMATION_TIMEOUT"
+	ErrorCodeInternal            = "GOOSE_ERROR"
 )
 
 // SessionKey identifies an ADK session.
@@ -99,6 +124,9 @@ type TurnResult struct {
 	FirstEvent time.Duration
 	Duration   time.Duration
 	Events     int
+	// AwaitingConfirmation: the turn ended at a tool approval; the goose
+	// reply is held until a later turn answers it.
+	AwaitingConfirmation bool
 }
 
 // Observer is told when turns start and end, e.g. to export metrics or track
@@ -127,15 +155,29 @@ type Config struct {
 	// UsageTimeout bounds the post-turn bookkeeping calls (goose usage query,
 	// store write) that run after the client may have gone. Default 5s.
 	UsageTimeout time.Duration
+	// ConfirmationTimeout is how long a goose tool approval waits for the
+	// ADK client's answer before it is denied. Default 10m.
+	ConfirmationTimeout time.Duration
+	// SessionService, when set, receives an event for every confirmation
+	// that ends outside a turn (timeout, A2A cancel, shutdown), so the
+	// session history says why the tool did not run.
+	SessionService session.Service
 }
 
-// New returns an ADK agent backed by a goose server.
+// New returns an ADK agent backed by a goose server. Programs that need to
+// cancel pending tool confirmations (on shutdown, say) use NewWithController.
 func New(cfg Config) (agent.Agent, error) {
+	a, _, err := NewWithController(cfg)
+	return a, err
+}
+
+// NewWithController returns the agent and its Controller.
+func NewWithController(cfg Config) (agent.Agent, *Controller, error) {
 	if cfg.Backend == nil {
-		return nil, errors.New("failed to create goose agent: Backend is required")
+		return nil, nil, errors.New("failed to create goose agent: Backend is required")
 	}
 	if cfg.Name == "" {
-		return nil, errors.New("failed to create goose agent: Name is required")
+		return nil, nil, errors.New("failed to create goose agent: Name is required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -143,16 +185,21 @@ func New(cfg Config) (agent.Agent, error) {
 	if cfg.UsageTimeout <= 0 {
 		cfg.UsageTimeout = 5 * time.Second
 	}
+	if cfg.ConfirmationTimeout <= 0 {
+		cfg.ConfirmationTimeout = 10 * time.Minute
+	}
 	g := &gooseAgent{cfg: cfg, sessions: map[SessionKey]*sessionEntry{}}
+	g.stop, g.cancelStop = context.WithCancel(context.Background())
 	a, err := agent.New(agent.Config{
 		Name:        cfg.Name,
 		Description: cfg.Description,
 		Run:         g.run,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("failed to create goose agent: %w", err)
+		g.cancelStop()
+		return nil, nil, fmt.Errorf("failed to create goose agent: %w", err)
 	}
-	return a, nil
+	return a, &Controller{g: g}, nil
 }
 
 type gooseAgent struct {
@@ -160,6 +207,12 @@ type gooseAgent struct {
 
 	mu       sync.Mutex
 	sessions map[SessionKey]*sessionEntry
+	// closed (under mu) refuses new paused replies; stop is cancelled with it.
+	closed     bool
+	stop       context.Context
+	cancelStop context.CancelFunc
+	// wg counts running confirmation timeouts, which Close waits for.
+	wg sync.WaitGroup
 }
 
 // sessionEntry is the process-local state of one ADK session.
@@ -176,9 +229,11 @@ type sessionEntry struct {
 	ready bool
 	// totals are the goose session's accumulated usage after the last turn.
 	totals *goose.Usage
-	// A paused reply (issue 5: tool approvals) will be parked here between two
-	// ADK turns; replyStream is already pull-based and detached from the
-	// request context for that purpose.
+	// paused (under gooseAgent.mu) is the reply waiting for a tool
+	// confirmation between two ADK turns; resolved remembers recently ended
+	// confirmations for clear "no longer pending" answers.
+	paused   *pausedReply
+	resolved []resolvedConfirmation
 }
 
 func (g *gooseAgent) entry(key SessionKey) *sessionEntry {
@@ -211,8 +266,9 @@ func (g *gooseAgent) run(ic agent.InvocationContext) iter.Seq2[*session.Event, e
 }
 
 // replyStream is a goose reply consumed with iter.Pull2. Its context is
-// detached from the request so that a later change can keep a paused reply
-// across two ADK turns; today it is cancelled when the turn ends.
+// detached from the request and linked to the current turn's instead, so a
+// reply paused at a tool approval survives the end of the turn that asked
+// and is relinked to the turn that answers.
 type replyStream struct {
 	next   func() (goose.Event, error, bool)
 	stop   func()
@@ -225,6 +281,15 @@ func openReply(ctx context.Context, b goose.Backend, gooseID string, msg goose.U
 	unlink := context.AfterFunc(ctx, cancel)
 	next, stop := iter.Pull2(b.Reply(rctx, gooseID, msg))
 	return &replyStream{next: next, stop: stop, cancel: cancel, unlink: unlink}
+}
+
+// detach stops the current turn's end from cancelling the reply.
+func (r *replyStream) detach() { r.unlink() }
+
+// attach makes the end of ctx cancel the reply.
+func (r *replyStream) attach(ctx context.Context) {
+	r.unlink()
+	r.unlink = context.AfterFunc(ctx, r.cancel)
 }
 
 // close ends the reply: cancelling first makes a backend blocked on the wire

@@ -194,7 +194,9 @@ func TestGooseErrors(t *testing.T) {
 	t.Run("no text", func(t *testing.T) {
 		h := newHarness(t, goosetest.Echo)
 		var evs []*session.Event
-		msg := &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{FunctionResponse: &genai.FunctionResponse{Name: "f"}}}}
+		// Only a thought: nothing goose can take. (A function response is
+		// read as a tool confirmation answer; see confirm_test.go.)
+		msg := &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{Text: "hmm", Thought: true}}}
 		for ev, err := range h.runner.Run(t.Context(), "u", "s", msg, agent.RunConfig{}) {
 			if err != nil {
 				t.Fatal(err)

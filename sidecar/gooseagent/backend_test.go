@@ -22,10 +22,14 @@ type scriptBackend struct {
 	sessions map[string]*goose.Usage
 	resumed  []string
 	down     bool
+	// waiting are approvals blocked in Reply, by session+tool call id.
+	waiting       map[string]chan goose.Decision
+	decisions     []string // "session/call=decision", in order
+	closedReplies int      // replies whose consumer stopped before Finish
 }
 
 func newScriptBackend(s goosetest.Script) *scriptBackend {
-	return &scriptBackend{script: s, sessions: map[string]*goose.Usage{}}
+	return &scriptBackend{script: s, sessions: map[string]*goose.Usage{}, waiting: map[string]chan goose.Decision{}}
 }
 
 func (b *scriptBackend) Flavor() goose.Flavor { return goose.FlavorServe }
@@ -81,7 +85,21 @@ func (b *scriptBackend) DeleteSession(_ context.Context, id string) error {
 }
 
 func (b *scriptBackend) Reply(ctx context.Context, sid string, msg goose.UserMessage) iter.Seq2[goose.Event, error] {
-	return func(yield func(goose.Event, error) bool) {
+	return func(yield0 func(goose.Event, error) bool) {
+		finished := false
+		yield := func(ev goose.Event, err error) bool {
+			if _, ok := ev.(*goose.Finish); ok || err != nil {
+				finished = true
+			}
+			return yield0(ev, err)
+		}
+		defer func() {
+			if !finished {
+				b.mu.Lock()
+				b.closedReplies++
+				b.mu.Unlock()
+			}
+		}()
 		b.mu.Lock()
 		acc, ok := b.sessions[sid]
 		b.mu.Unlock()
@@ -105,10 +123,29 @@ func (b *scriptBackend) Reply(ctx context.Context, sid string, msg goose.UserMes
 			case st.Thinking != "":
 				evs = []goose.Event{&goose.ThinkingDelta{MessageID: "m", Text: st.Thinking}}
 			case st.Tool != nil:
-				evs = []goose.Event{
-					&goose.ToolRequest{ID: st.Tool.ID, Name: st.Tool.Name, Arguments: st.Tool.Arguments},
-					&goose.ToolResponse{ID: st.Tool.ID, Name: st.Tool.Name, Text: st.Tool.Result, IsError: st.Tool.IsError},
+				if !yield(&goose.ToolRequest{ID: st.Tool.ID, Name: st.Tool.Name, Arguments: st.Tool.Arguments}, nil) {
+					return
 				}
+				result := st.Tool.Result
+				if st.Tool.NeedsApproval {
+					ch := make(chan goose.Decision, 1)
+					b.mu.Lock()
+					b.waiting[sid+"/"+st.Tool.ID] = ch
+					b.mu.Unlock()
+					if !yield(&goose.ApprovalRequest{ID: st.Tool.ID, ToolName: st.Tool.Name, Arguments: st.Tool.Arguments}, nil) {
+						return
+					}
+					select {
+					case d := <-ch:
+						if d != goose.AllowOnce && d != goose.AlwaysAllow {
+							result = "declined"
+						}
+					case <-ctx.Done():
+						yield(nil, ctx.Err())
+						return
+					}
+				}
+				evs = []goose.Event{&goose.ToolResponse{ID: st.Tool.ID, Name: st.Tool.Name, Text: result, IsError: st.Tool.IsError}}
 			case st.Notify != nil:
 				p, tot := st.Notify.Progress, st.Notify.Total
 				evs = []goose.Event{&goose.Notification{ToolCallID: st.Notify.ToolCallID, Kind: "progress", Message: st.Notify.Message, Progress: &p, Total: &tot}}
@@ -138,8 +175,23 @@ func (b *scriptBackend) Reply(ctx context.Context, sid string, msg goose.UserMes
 	}
 }
 
-func (b *scriptBackend) Approve(context.Context, string, string, goose.Decision) error {
-	return goose.ErrUnsupported
+func (b *scriptBackend) Approve(_ context.Context, sid, id string, d goose.Decision) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ch, ok := b.waiting[sid+"/"+id]
+	if !ok {
+		return fmt.Errorf("failed to approve: no approval %s pending in %s", id, sid)
+	}
+	delete(b.waiting, sid+"/"+id)
+	b.decisions = append(b.decisions, sid+"/"+id+"="+string(d))
+	ch <- d
+	return nil
+}
+
+func (b *scriptBackend) snapshot() (decisions []string, closed int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.decisions...), b.closedReplies
 }
 
 func (b *scriptBackend) Cancel(context.Context, string) error { return nil }

@@ -40,6 +40,8 @@ type turn struct {
 	entry         *sessionEntry
 	reachedGoose  bool
 	errorCode     string
+	// paused: the turn ended at a tool approval whose reply is now held.
+	paused bool
 }
 
 func newTurn(g *gooseAgent, ic agent.InvocationContext, yield func(*session.Event, error) bool) *turn {
@@ -64,6 +66,7 @@ func (t *turn) run() {
 			obs.TurnFinished(t.key, TurnResult{
 				GooseSessionID: t.gooseID, Usage: t.turnUsage(), ErrorCode: t.errorCode,
 				FirstEvent: t.firstEvent, Duration: time.Since(t.start), Events: t.events,
+				AwaitingConfirmation: t.paused,
 			})
 		}()
 	}
@@ -76,10 +79,27 @@ func (t *turn) run() {
 	}
 	defer entry.release()
 
-	msg, err := userMessage(t.ic.UserContent())
-	if err != nil {
-		t.finish("", err)
+	in := parseInput(t.ic.UserContent())
+	if len(in.answers) > 0 {
+		t.answer(in.answers)
 		return
+	}
+	if in.text == "" {
+		t.finish("", fmt.Errorf("failed to read user message: %w", errNoText))
+		return
+	}
+	// goose runs one reply per session: a new message supersedes a reply
+	// still waiting for a confirmation, which is denied and cancelled first.
+	if p := t.g.pending(entry); p != nil && t.g.claim(entry, p) {
+		ev := t.newEvent(nil)
+		t.g.abandon(ev, t.key, entry, p, ErrorCodeCancelled,
+			"superseded by a new user message; goose was told the tool call is denied")
+		// Only a note of why: the turn's outcome is the new reply's, and an
+		// error code here would fail the whole A2A task.
+		ev.TurnComplete, ev.ErrorCode, ev.ErrorMessage, ev.FinishReason = false, "", "", ""
+		if !t.emit(ev) {
+			return
+		}
 	}
 	if err := t.openSession(entry); err != nil {
 		t.finish("", fmt.Errorf("failed to open goose session: %w", err))
@@ -88,8 +108,61 @@ func (t *turn) run() {
 
 	t.reachedGoose = true
 	defer t.recordUsage()
-	reply := openReply(t.ic, t.g.cfg.Backend, t.gooseID, msg)
-	defer reply.close()
+	t.pump(openReply(t.ic, t.g.cfg.Backend, t.gooseID, goose.UserMessage{Text: in.text}))
+}
+
+// answer applies the user's confirmation and continues the paused reply.
+func (t *turn) answer(answers []confirmationAnswer) {
+	p := t.g.pending(t.entry)
+	var ans *confirmationAnswer
+	for i := range answers {
+		if p != nil && answers[i].id == p.confID {
+			ans = &answers[i]
+		}
+	}
+	if ans == nil {
+		t.finish("", fmt.Errorf("failed to apply tool confirmation: %w", t.g.notPending(t.entry, answers[0].id)))
+		return
+	}
+	confirmed, err := ParseConfirmation(ans.response)
+	if err != nil {
+		// The confirmation stays pending: the client can answer again.
+		t.finish("", fmt.Errorf("failed to apply tool confirmation %q: %w", ans.id, err))
+		return
+	}
+	if !t.g.claim(t.entry, p) {
+		// The timeout won the race since pending() looked.
+		t.finish("", fmt.Errorf("failed to apply tool confirmation: %w", t.g.notPending(t.entry, ans.id)))
+		return
+	}
+	t.gooseID, t.prev, t.reachedGoose = p.gooseID, p.prev, true
+	defer t.recordUsage()
+	decision := goose.DenyOnce
+	if confirmed {
+		decision = goose.AllowOnce
+	}
+	p.reply.attach(t.ic)
+	if err := t.g.cfg.Backend.Approve(t.ic, p.gooseID, p.approval.ID, decision); err != nil {
+		p.reply.close()
+		t.g.resolved(t.entry, p.confID, "goose did not take the answer")
+		t.finish("", fmt.Errorf("failed to answer goose tool approval: %w", err))
+		return
+	}
+	t.g.resolved(t.entry, p.confID, "already answered ("+string(decision)+")")
+	t.g.cfg.Logger.InfoContext(t.ic, "tool confirmation answered", "adk_session", t.key.SessionID,
+		"goose_session", p.gooseID, "tool", p.approval.ToolName, "decision", decision)
+	t.pump(p.reply)
+}
+
+// pump streams a goose reply into this turn until it finishes, fails, or
+// pauses at a tool approval (then the reply is held, not closed).
+func (t *turn) pump(reply *replyStream) {
+	held := false
+	defer func() {
+		if !held {
+			reply.close()
+		}
+	}()
 	for {
 		ev, err, ok := reply.next()
 		if !ok {
@@ -100,8 +173,12 @@ func (t *turn) run() {
 			t.finish("", fmt.Errorf("failed to stream goose reply: %w", err))
 			return
 		}
-		if fin, ok := ev.(*goose.Finish); ok {
-			t.finish(fin.Reason, nil)
+		switch e := ev.(type) {
+		case *goose.Finish:
+			t.finish(e.Reason, nil)
+			return
+		case *goose.ApprovalRequest:
+			held = t.pause(reply, e)
 			return
 		}
 		if !t.handle(ev) {
@@ -109,6 +186,55 @@ func (t *turn) run() {
 		}
 	}
 }
+
+// pause ends the turn with an adk_request_confirmation call for goose's
+// approval request and holds the reply for the turn that answers. It
+// returns false when the reply cannot be held (client gone, shutting down)
+// and must be closed.
+func (t *turn) pause(reply *replyStream, ar *goose.ApprovalRequest) bool {
+	if t.ic.Err() != nil {
+		t.finish("", context.Cause(t.ic))
+		return false
+	}
+	confID := newConfirmationID()
+	parts := t.takeText()
+	parts = append(parts, &genai.Part{FunctionCall: confirmationCall(confID, t.gooseID, ar)})
+	ev := t.newEvent(&genai.Content{Role: genai.RoleModel, Parts: parts})
+	ev.LongRunningToolIDs = []string{confID}
+	// Whole microseconds, the database's precision: events recorded outside
+	// a turn are stamped relative to it (see gooseAgent.record).
+	ev.Timestamp = ev.Timestamp.Truncate(time.Microsecond)
+	ev.TurnComplete = true
+	ev.UsageMetadata = usageMetadata(t.usage)
+
+	p := &pausedReply{reply: reply, gooseID: t.gooseID, confID: confID, approval: ar, invocationID: t.ic.InvocationID(), askedAt: ev.Timestamp}
+	if t.prev != nil {
+		prev := addUsage(*t.prev, t.usage)
+		p.prev = &prev
+	}
+	// Held before the client sees the call, so an immediate answer finds it;
+	// detached so the end of this request does not cancel goose.
+	reply.detach()
+	if !t.g.park(t.key, t.entry, p) {
+		t.finish("", fmt.Errorf("failed to hold tool approval for %q: %w", ar.ToolName, errShuttingDown))
+		return false
+	}
+	t.paused = true
+	if !t.emit(ev) {
+		// Nobody received the call: nobody can answer it.
+		t.paused = false
+		if !t.g.claim(t.entry, p) {
+			return true // Close took it meanwhile and ends the reply itself
+		}
+		t.g.resolved(t.entry, confID, "the client did not receive it")
+		return false
+	}
+	t.g.cfg.Logger.InfoContext(t.ic, "awaiting tool confirmation", "adk_session", t.key.SessionID,
+		"goose_session", t.gooseID, "tool", ar.ToolName, "confirmation", confID)
+	return true
+}
+
+var errShuttingDown = errors.New("adk2goose is shutting down")
 
 // openSession finds or creates the goose session and makes it ready.
 func (t *turn) openSession(e *sessionEntry) error {
@@ -196,12 +322,6 @@ func (t *turn) handle(ev goose.Event) bool {
 			acc := e.Accumulated
 			t.accumulated = &acc
 		}
-	case *goose.ApprovalRequest:
-		// Tool approvals need the reply to stay paused across ADK turns; until
-		// that flow exists the turn ends with an explicit error and the reply is
-		// cancelled (run goose in "auto" mode to avoid approvals).
-		t.finish("", fmt.Errorf("failed to handle tool approval for %q: %w", e.ToolName, goose.ErrUnsupported))
-		return false
 	}
 	return true
 }
@@ -296,7 +416,8 @@ func (t *turn) turnUsage() goose.Usage {
 }
 
 func (t *turn) recordUsage() {
-	if t.g.cfg.Store == nil || t.gooseID == "" {
+	// A paused reply's usage is recorded by the turn that finishes it.
+	if t.g.cfg.Store == nil || t.gooseID == "" || t.paused {
 		return
 	}
 	totals := t.totals()
@@ -363,34 +484,17 @@ func (t *turn) emit(ev *session.Event) bool {
 	return true
 }
 
-// userMessage extracts what goose can take from the ADK user content.
-func userMessage(c *genai.Content) (goose.UserMessage, error) {
-	if c == nil {
-		return goose.UserMessage{}, fmt.Errorf("failed to read user message: %w", errNoText)
-	}
-	var b strings.Builder
-	for _, p := range c.Parts {
-		if p == nil || p.Thought || p.Text == "" {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteString("\n")
-		}
-		b.WriteString(p.Text)
-	}
-	if b.Len() == 0 {
-		return goose.UserMessage{}, fmt.Errorf("failed to read user message: %w", errNoText)
-	}
-	return goose.UserMessage{Text: b.String()}, nil
-}
-
 var errNoText = errors.New("the message has no text part (goose accepts text)")
 
 func errorCode(err error) string {
 	var ae *goose.AgentError
 	switch {
-	case errors.Is(err, errNoText):
+	case errors.Is(err, errNoText), errors.Is(err, errBadConfirmation):
 		return ErrorCodeBadRequest
+	case errors.Is(err, ErrConfirmationNotPending):
+		return ErrorCodeConfirmationNotPending
+	case errors.Is(err, errShuttingDown):
+		return ErrorCodeUnavailable
 	case errors.As(err, &ae):
 		return ErrorCodeAgent
 	case errors.Is(err, goose.ErrUnavailable):

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
@@ -16,6 +17,8 @@ import (
 	"google.golang.org/adk/runner"
 	adka2a "google.golang.org/adk/server/adka2a/v2"
 	"google.golang.org/adk/session"
+
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 
 	"net/http"
 )
@@ -76,7 +79,9 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 			AfterEventCallback:   captureUsage,
 			AfterExecuteCallback: attachUsage,
 		}),
-		stop: s.stop,
+		stop:    s.stop,
+		control: s.control,
+		appName: s.cfg.AppName,
 	}
 	h := a2asrv.NewHandler(s.a2aExec, a2asrv.WithLogger(s.log))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
@@ -92,6 +97,10 @@ type drainingExecutor struct {
 	streaming, unary *adka2a.Executor
 	stop             context.Context
 	wg               sync.WaitGroup
+	// control and appName let Cancel reach a goose reply held at a tool
+	// approval, which no running execution owns.
+	control *gooseagent.Controller
+	appName string
 }
 
 // pick chooses the executor by the A2A method that started the execution.
@@ -109,12 +118,76 @@ var (
 
 func (d *drainingExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return d.track(ctx, func(ctx context.Context) iter.Seq2[a2a.Event, error] {
-		return d.pick(ctx).Execute(context.WithValue(ctx, usageKey{}, &usageHolder{}), ec)
+		return progressAsStatus(d.pick(ctx).Execute(context.WithValue(ctx, usageKey{}, &usageHolder{}), ec))
 	})
 }
 
+// Cancel ends the task canceled. A running execution is stopped by a2asrv
+// (its context ends, which cancels the goose reply); a task waiting in
+// input-required has no execution, so its held goose reply is denied and
+// cancelled here.
 func (d *drainingExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	return d.track(ctx, func(ctx context.Context) iter.Seq2[a2a.Event, error] { return d.streaming.Cancel(ctx, ec) })
+	return d.track(ctx, func(ctx context.Context) iter.Seq2[a2a.Event, error] {
+		if t := ec.StoredTask; t != nil && t.Status.State == a2a.TaskStateInputRequired && t.Status.Message != nil {
+			var ids []string
+			if parts, err := adka2a.ToGenAIParts(t.Status.Message.Parts); err == nil {
+				for _, p := range parts {
+					if p.FunctionCall != nil {
+						ids = append(ids, p.FunctionCall.ID)
+					}
+				}
+			}
+			key := gooseagent.SessionKey{AppName: d.appName, UserID: a2aUserID(ctx, ec), SessionID: ec.ContextID}
+			// Bounded: a turn of the session still winding down holds its lock.
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			d.control.CancelConfirmation(cctx, key, ids, "cancelled with A2A task "+string(ec.TaskID))
+			cancel()
+		}
+		return d.streaming.Cancel(ctx, ec)
+	})
+}
+
+// a2aUserID is the ADK user adka2a runs a task as (its toInvocationMeta).
+func a2aUserID(ctx context.Context, ec *a2asrv.ExecutorContext) string {
+	if cc, ok := a2asrv.CallContextFrom(ctx); ok && cc.User != nil && cc.User.Name != "" {
+		return cc.User.Name
+	}
+	return "A2A_USER_" + ec.ContextID
+}
+
+// progressAsStatus turns the artifact updates adka2a makes of goose progress
+// notifications (partial thought events tagged goose_notification) into
+// non-terminal WORKING status updates carrying the text: that is what A2A
+// clients show as progress, and adk-go's client turns them into partial
+// thought events. Everything else passes through.
+func progressAsStatus(seq iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		for ev, err := range seq {
+			if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && err == nil && isNotification(au) {
+				var parts []*a2a.Part
+				for _, p := range au.Artifact.Parts {
+					if t := p.Text(); t != "" {
+						parts = append(parts, a2a.NewTextPart(t))
+					}
+				}
+				su := a2a.NewStatusUpdateEvent(au, a2a.TaskStateWorking, a2a.NewMessage(a2a.MessageRoleAgent, parts...))
+				su.Metadata = au.Metadata
+				ev = su
+			}
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+func isNotification(au *a2a.TaskArtifactUpdateEvent) bool {
+	cm, ok := au.Metadata[adka2a.ToA2AMetaKey("custom_metadata")].(map[string]any)
+	if !ok {
+		return false
+	}
+	_, ok = cm["goose_notification"]
+	return ok
 }
 
 func (d *drainingExecutor) Cleanup(ctx context.Context, ec *a2asrv.ExecutorContext, res a2a.SendMessageResult, err error) {

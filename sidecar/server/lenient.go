@@ -180,8 +180,19 @@ func decodeBool(v json.RawMessage) (bool, error) {
 	return false, errors.New("must be a boolean")
 }
 
-// lenient normalises /run and /run_sse bodies before adkrest sees them.
-func lenient(next http.Handler, maxBytes int64) http.Handler {
+// runCheck vets a normalised run request before adkrest runs it; a non-nil
+// *httpError is answered instead.
+type runCheck func(*RunRequest) *httpError
+
+// httpError is a JSON error answer: {"error": msg, "code": code}.
+type httpError struct {
+	status    int
+	code, msg string
+}
+
+// lenient normalises /run and /run_sse bodies before adkrest sees them, then
+// lets check reject them.
+func lenient(next http.Handler, maxBytes int64, check runCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := strings.TrimSuffix(r.URL.Path, "/")
 		if r.Method != http.MethodPost || (p != "/run" && p != "/run_sse") {
@@ -202,6 +213,17 @@ func lenient(next http.Handler, maxBytes int64) http.Handler {
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid run request: " + err.Error()})
 			return
+		}
+		if check != nil {
+			var req RunRequest
+			if err := json.Unmarshal(norm, &req); err != nil {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid run request: " + err.Error()})
+				return
+			}
+			if he := check(&req); he != nil {
+				writeJSON(w, he.status, map[string]string{"error": he.msg, "code": he.code})
+				return
+			}
 		}
 		r.Body = io.NopCloser(bytes.NewReader(norm))
 		r.ContentLength = int64(len(norm))

@@ -61,7 +61,7 @@ func newMetrics() *metrics {
 			Name: "adk2goose_goose_tokens_total", Help: "Tokens goose reported, by kind (input, output, total).",
 		}, []string{"kind"}),
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "adk2goose_goose_turns_total", Help: "Agent turns by outcome (ok or a GOOSE_* error code).",
+			Name: "adk2goose_goose_turns_total", Help: "Agent turns by outcome (ok, awaiting_confirmation or a GOOSE_* error code).",
 		}, []string{"outcome"}),
 		turnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "adk2goose_goose_turn_duration_seconds", Help: "Duration of one agent turn (one goose reply).",
@@ -87,7 +87,11 @@ func (m *metrics) handler() http.Handler {
 
 func (m *metrics) turnFinished(res gooseagent.TurnResult) {
 	outcome := res.ErrorCode
-	if outcome == "" {
+	switch {
+	case outcome != "":
+	case res.AwaitingConfirmation:
+		outcome = "awaiting_confirmation"
+	default:
 		outcome = "ok"
 	}
 	m.turns.WithLabelValues(outcome).Inc()

@@ -11,6 +11,25 @@
 // Every route except the open ones requires the inbound token. /run and
 // /run_sse pass through a lenient normaliser first, because adkrest rejects
 // unknown and snake_case fields that real clients send.
+//
+// Tool approvals (goose in approve / smart_approve mode): a goose permission
+// request ends the ADK turn with an adk_request_confirmation function call
+// listed in longRunningToolIds (A2A: the task ends input-required with that
+// call as a data part). The goose reply is held by the agent until the
+// client's next message answers it with a functionResponse for that id
+// ({"confirmed": bool}, or the web UI's {"response": "{\"confirmed\":true}"}),
+// then the same reply continues into the answering turn. Unanswered ones are
+// denied after ConfirmationTimeout, on A2A CancelTask and on shutdown. A
+// /run or /run_sse whose functionResponse names no pending confirmation is
+// rejected before it reaches the session: 400 for an unknown id, 409 for one
+// that already ended.
+//
+// Cancellation: a REST client that goes away cancels the goose reply (its
+// request context); A2A CancelTask ends the task canceled and cancels goose
+// (a running execution through its context, an input-required one through
+// the held reply); shutdown denies and cancels held approvals at once.
+// goose progress notifications reach REST clients as partial thought events
+// and A2A clients as non-terminal WORKING status messages.
 package server
 
 import (
@@ -76,6 +95,10 @@ type Config struct {
 	StartOptions goose.StartOptions
 	// MaxRequestBytes bounds /run and /run_sse bodies. Default 16 MiB.
 	MaxRequestBytes int64
+	// ConfirmationTimeout is how long a goose tool approval (approve and
+	// smart_approve modes) waits for the client's answer before it is
+	// denied. Default 10m.
+	ConfirmationTimeout time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -100,6 +123,9 @@ func (c *Config) defaults() error {
 	if c.SSEWriteTimeout <= 0 {
 		c.SSEWriteTimeout = 10 * time.Minute
 	}
+	if c.ConfirmationTimeout <= 0 {
+		c.ConfirmationTimeout = 10 * time.Minute
+	}
 	if c.MaxRequestBytes <= 0 {
 		c.MaxRequestBytes = 16 << 20
 	}
@@ -119,6 +145,7 @@ type Server struct {
 	log      *slog.Logger
 	handler  http.Handler
 	agent    agent.Agent
+	control  *gooseagent.Controller
 	sessions session.Service
 	sessDB   *sql.DB
 	usage    *UsageStore
@@ -175,14 +202,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 	s.metrics = newMetrics()
 	s.activity = newActivity(s.metrics)
-	s.agent, err = gooseagent.New(gooseagent.Config{
-		Name:         cfg.AppName,
-		Description:  cfg.Description,
-		Backend:      cfg.Backend,
-		StartOptions: cfg.StartOptions,
-		Store:        s.usage,
-		Observer:     s.activity,
-		Logger:       cfg.Logger,
+	s.agent, s.control, err = gooseagent.NewWithController(gooseagent.Config{
+		Name:                cfg.AppName,
+		Description:         cfg.Description,
+		Backend:             cfg.Backend,
+		StartOptions:        cfg.StartOptions,
+		Store:               s.usage,
+		Observer:            s.activity,
+		Logger:              cfg.Logger,
+		ConfirmationTimeout: cfg.ConfirmationTimeout,
+		SessionService:      s.sessions,
 	})
 	if err != nil {
 		return nil, err
@@ -205,7 +234,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.mountA2A(mux); err != nil {
 		return nil, err
 	}
-	mux.Handle("/", lenient(rest, cfg.MaxRequestBytes))
+	mux.Handle("/", lenient(rest, cfg.MaxRequestBytes, s.checkConfirmations))
 
 	var h http.Handler = mux
 	h = authenticate(h, cfg.AuthToken, s.log)
@@ -248,6 +277,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	s.log.Info("draining", "timeout", drain.String())
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 	defer cancel()
+	// Held tool approvals are not requests: nobody can answer them once the
+	// listener closes, so goose is told at once (deny, then cancel).
+	if err := s.control.Close(dctx); err != nil {
+		s.log.Warn("failed to cancel pending tool confirmations", "error", err)
+	}
 	err := srv.Shutdown(dctx)
 	// A2A executions run detached from their HTTP requests, so Shutdown does
 	// not wait for them; they get the rest of the drain window.
@@ -286,6 +320,11 @@ func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.cancelStop(ErrDraining)
+		if s.control != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = errors.Join(err, s.control.Close(ctx))
+			cancel()
+		}
 		if s.a2aExec != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_ = s.a2aExec.wait(ctx)

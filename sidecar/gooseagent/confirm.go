@@ -1,0 +1,450 @@
+package gooseagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/adk/model"
+	"google.golang.org/adk/session"
+	"google.golang.org/adk/tool/toolconfirmation"
+	"google.golang.org/genai"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+)
+
+// ConfirmationFunctionName is the name of the function call that asks the
+// ADK client to approve a goose tool call (adk-go's own HITL call name).
+const ConfirmationFunctionName = toolconfirmation.FunctionCallName
+
+// ErrConfirmationNotPending is wrapped by every *ConfirmationError.
+var ErrConfirmationNotPending = errors.New("tool confirmation is not pending")
+
+// ConfirmationError says why a function response cannot be applied.
+type ConfirmationError struct {
+	// ID is the function response id the client sent.
+	ID string
+	// Stale is true when ID was a confirmation of this session that is no
+	// longer pending (answered, timed out, cancelled); false when it is unknown.
+	Stale bool
+	// Reason is how a stale confirmation ended.
+	Reason string
+	// Pending is the confirmation id the session does wait for, if any.
+	Pending string
+}
+
+func (e *ConfirmationError) Error() string {
+	var b strings.Builder
+	if e.Stale {
+		fmt.Fprintf(&b, "tool confirmation %q is no longer pending", e.ID)
+		if e.Reason != "" {
+			b.WriteString(": " + e.Reason)
+		}
+	} else {
+		fmt.Fprintf(&b, "no tool confirmation %q in this session", e.ID)
+	}
+	if e.Pending != "" {
+		fmt.Fprintf(&b, " (the session awaits %q)", e.Pending)
+	} else {
+		b.WriteString(" (the session awaits none)")
+	}
+	return b.String()
+}
+
+func (e *ConfirmationError) Unwrap() error { return ErrConfirmationNotPending }
+
+// pausedReply is a goose reply stopped at a tool approval, held between the
+// ADK turn that asked and the one that answers. Whoever claims it from its
+// sessionEntry (under gooseAgent.mu) owns it: a resuming turn, the timeout,
+// a cancel or shutdown.
+type pausedReply struct {
+	reply        *replyStream
+	gooseID      string
+	confID       string // id of the adk_request_confirmation call
+	approval     *goose.ApprovalRequest
+	invocationID string
+	// prev is the goose session's usage before the rest of the reply: the
+	// totals before the paused turn plus what that turn already reported, so
+	// the continuing turn only counts what follows.
+	prev  *goose.Usage
+	timer *time.Timer
+	// askedAt is the confirmation event's timestamp; events recorded outside
+	// a turn reuse it (see record).
+	askedAt time.Time
+}
+
+// resolvedConfirmation remembers how a confirmation ended, so a late answer
+// gets "no longer pending: timed out" rather than "unknown".
+type resolvedConfirmation struct {
+	id, reason string
+}
+
+// maxResolved bounds the per-session memory of ended confirmations.
+const maxResolved = 16
+
+// confirmationAnswer is one function response the user sent.
+type confirmationAnswer struct {
+	id       string
+	name     string
+	response map[string]any
+}
+
+// userInput is what an ADK user message carries for goose.
+type userInput struct {
+	text    string
+	answers []confirmationAnswer
+}
+
+func parseInput(c *genai.Content) userInput {
+	var in userInput
+	if c == nil {
+		return in
+	}
+	var b strings.Builder
+	for _, p := range c.Parts {
+		switch {
+		case p == nil:
+		case p.FunctionResponse != nil:
+			in.answers = append(in.answers, confirmationAnswer{id: p.FunctionResponse.ID, name: p.FunctionResponse.Name, response: p.FunctionResponse.Response})
+		case !p.Thought && p.Text != "":
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString(p.Text)
+		}
+	}
+	in.text = b.String()
+	return in
+}
+
+var errBadConfirmation = errors.New("invalid tool confirmation response")
+
+// ParseConfirmation reads the user's decision from a confirmation function
+// response. It accepts what adk-go accepts, {"confirmed": bool, ...} and the
+// web UI's {"response": "<ToolConfirmation JSON>"}, and, because the v1.7.0
+// web UI only offers a free text box for long-running calls, a bare yes/no
+// word in "response". Anything else is an error: an approval is never
+// guessed.
+func ParseConfirmation(resp map[string]any) (bool, error) {
+	if s, ok := resp["response"].(string); ok && len(resp) == 1 {
+		var m map[string]any
+		if json.Unmarshal([]byte(s), &m) == nil && m != nil {
+			return confirmedValue(m)
+		}
+		switch strings.ToLower(strings.Trim(strings.TrimSpace(s), ".!")) {
+		case "yes", "y", "true", "approve", "approved", "allow", "ok", "confirm", "confirmed":
+			return true, nil
+		case "no", "n", "false", "deny", "denied", "reject", "rejected", "decline":
+			return false, nil
+		}
+		return false, fmt.Errorf("%w: response %q is neither a ToolConfirmation JSON object nor yes/no", errBadConfirmation, s)
+	}
+	return confirmedValue(resp)
+}
+
+func confirmedValue(m map[string]any) (bool, error) {
+	switch v := m["confirmed"].(type) {
+	case bool:
+		return v, nil
+	case string:
+		switch strings.ToLower(v) {
+		case "true":
+			return true, nil
+		case "false":
+			return false, nil
+		}
+	}
+	return false, fmt.Errorf(`%w: want {"confirmed": true|false}`, errBadConfirmation)
+}
+
+// confirmationCall builds the adk_request_confirmation call for a goose
+// approval request, shaped as adk-go's generateRequestConfirmationEvent does.
+// Plain maps, not genai/toolconfirmation structs: they survive the session
+// store's and the A2A task store's JSON copies unchanged.
+func confirmationCall(id, gooseID string, ar *goose.ApprovalRequest) *genai.FunctionCall {
+	hint := fmt.Sprintf("goose wants to run the tool %s. Approve or reject it by responding with a FunctionResponse "+
+		"for this call carrying {\"confirmed\": true} or {\"confirmed\": false}.", ar.ToolName)
+	var prompt any
+	if ar.Prompt != "" {
+		prompt = ar.Prompt
+		if ar.Prompt != ar.ToolName {
+			hint = ar.Prompt + ". " + hint
+		}
+	}
+	return &genai.FunctionCall{
+		ID:   id,
+		Name: ConfirmationFunctionName,
+		Args: map[string]any{
+			"originalFunctionCall": map[string]any{"id": ar.ID, "name": ar.ToolName, "args": argsMap(ar.Arguments)},
+			"toolConfirmation": map[string]any{
+				"hint": hint, "confirmed": false,
+				"payload": map[string]any{"gooseSessionId": gooseID, "prompt": prompt},
+			},
+		},
+	}
+}
+
+// newConfirmationID mirrors adk-go's function call ids ("adk-<uuid>").
+func newConfirmationID() string { return "adk-" + uuid.NewString() }
+
+// pending returns the entry's paused reply.
+func (g *gooseAgent) pending(e *sessionEntry) *pausedReply {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return e.paused
+}
+
+// park makes p the session's pending confirmation and arms its timeout.
+// false when the agent is closed: nothing may be held past shutdown.
+func (g *gooseAgent) park(key SessionKey, e *sessionEntry, p *pausedReply) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	e.paused = p
+	p.timer = time.AfterFunc(g.cfg.ConfirmationTimeout, func() { g.expire(key, e, p) })
+	return true
+}
+
+// claim takes p from the entry if it is still pending there.
+func (g *gooseAgent) claim(e *sessionEntry, p *pausedReply) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p == nil || e.paused != p {
+		return false
+	}
+	e.paused = nil
+	// A timer already firing finds the entry empty and does nothing.
+	p.timer.Stop()
+	return true
+}
+
+func (g *gooseAgent) resolved(e *sessionEntry, id, reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e.resolved = append(e.resolved, resolvedConfirmation{id: id, reason: reason})
+	if n := len(e.resolved); n > maxResolved {
+		e.resolved = append(e.resolved[:0], e.resolved[n-maxResolved:]...)
+	}
+}
+
+// notPending explains why id is not a pending confirmation of the entry.
+func (g *gooseAgent) notPending(e *sessionEntry, id string) *ConfirmationError {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ce := &ConfirmationError{ID: id}
+	if e != nil {
+		if e.paused != nil {
+			ce.Pending = e.paused.confID
+		}
+		for i := len(e.resolved) - 1; i >= 0; i-- {
+			if e.resolved[i].id == id {
+				ce.Stale, ce.Reason = true, e.resolved[i].reason
+				break
+			}
+		}
+	}
+	return ce
+}
+
+// expire is the confirmation timeout: deny the tool, stop the reply nobody
+// waits for, and record why in the session.
+func (g *gooseAgent) expire(key SessionKey, e *sessionEntry, p *pausedReply) {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return // Close handles what is still pending
+	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	defer g.wg.Done()
+	// The entry lock keeps a new turn from prompting goose while the old
+	// reply is still being wound down; a turn holding it has already
+	// claimed p, so waiting here is bounded by that turn.
+	if err := e.acquire(g.stop); err != nil {
+		return
+	}
+	defer e.release()
+	if !g.claim(e, p) {
+		return
+	}
+	reason := fmt.Sprintf("timed out after %s without an answer; goose was told the tool call is denied", g.cfg.ConfirmationTimeout)
+	g.record(key, p, g.abandon(session.NewEventWithContext(context.Background(), p.invocationID), key, e, p, ErrorCodeConfirmationTimeout, reason))
+}
+
+// abandon ends a claimed paused reply without a user answer: goose gets a
+// denial (so its history shows the refusal) and the reply is cancelled. It
+// returns the event that tells the session why; the caller emits it in its
+// turn or records it with record.
+func (g *gooseAgent) abandon(ev *session.Event, key SessionKey, e *sessionEntry, p *pausedReply, code, reason string) *session.Event {
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.UsageTimeout)
+	defer cancel()
+	if err := g.cfg.Backend.Approve(ctx, p.gooseID, p.approval.ID, goose.DenyOnce); err != nil {
+		g.cfg.Logger.WarnContext(ctx, "failed to deny tool call", "adk_session", key.SessionID,
+			"goose_session", p.gooseID, "tool_call", p.approval.ID, "error", err)
+	}
+	// Closing cancels the goose reply: ACP session/cancel, REST closes the stream.
+	p.reply.close()
+	g.resolved(e, p.confID, reason)
+	g.cfg.Logger.InfoContext(ctx, "tool confirmation abandoned", "adk_session", key.SessionID,
+		"goose_session", p.gooseID, "tool", p.approval.ToolName, "code", code, "reason", reason)
+	return abandonedEvent(ev, g.cfg.Name, p, code, reason)
+}
+
+// record appends an event to a session outside any turn. The caller holds
+// the entry lock, so no turn of this session is writing meanwhile.
+func (g *gooseAgent) record(key SessionKey, p *pausedReply, ev *session.Event) {
+	if g.cfg.SessionService == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.UsageTimeout)
+	defer cancel()
+	// A turn of this session may already have loaded it and appended its
+	// user message (its runner then waits for the entry lock). adk-go's
+	// database service rejects that runner's later writes as stale once
+	// the stored update time passes what it holds, so the event is stamped
+	// one microsecond after the confirmation call, not now: it sorts right
+	// after the call and stays behind such a user message. What remains is
+	// a runner that loaded the session but had not yet appended its message
+	// while this write ran (about a millisecond).
+	if !p.askedAt.IsZero() {
+		ev.Timestamp = p.askedAt.Add(time.Microsecond)
+	}
+	got, err := g.cfg.SessionService.Get(ctx, &session.GetRequest{AppName: key.AppName, UserID: key.UserID, SessionID: key.SessionID})
+	if err == nil {
+		err = g.cfg.SessionService.AppendEvent(ctx, got.Session, ev)
+	}
+	if err != nil {
+		g.cfg.Logger.ErrorContext(ctx, "failed to record abandoned tool confirmation", "adk_session", key.SessionID, "error", err)
+	}
+}
+
+// abandonedEvent is the history entry for a confirmation that ended without
+// an answer: an error event, so UIs and A2A clients show it as such.
+func abandonedEvent(ev *session.Event, author string, p *pausedReply, code, reason string) *session.Event {
+	msg := fmt.Sprintf("tool call %s (%s) was not run: confirmation %s %s", p.approval.ToolName, p.approval.ID, p.confID, reason)
+	ev.Author = author
+	ev.LLMResponse = model.LLMResponse{
+		Content:      &genai.Content{Role: genai.RoleModel, Parts: []*genai.Part{{Text: msg}}},
+		ErrorCode:    code,
+		ErrorMessage: msg,
+		TurnComplete: true,
+		FinishReason: genai.FinishReasonOther,
+	}
+	ev.CustomMetadata = map[string]any{"goose_confirmation": map[string]any{
+		"id": p.confID, "toolCallId": p.approval.ID, "tool": p.approval.ToolName, "outcome": code,
+	}}
+	return ev
+}
+
+// Controller is the sidecar's handle on a goose agent's held state: pending
+// tool confirmations and shutdown.
+type Controller struct{ g *gooseAgent }
+
+// CheckConfirmation returns nil when callID is the pending confirmation of
+// the session, else a *ConfirmationError. It does not wait for a running
+// turn, so an HTTP layer can reject a bad answer before it reaches the
+// session history.
+func (c *Controller) CheckConfirmation(key SessionKey, callID string) error {
+	g := c.g
+	g.mu.Lock()
+	e := g.sessions[key]
+	ok := e != nil && e.paused != nil && e.paused.confID == callID
+	g.mu.Unlock()
+	if ok {
+		return nil
+	}
+	return g.notPending(e, callID)
+}
+
+// PendingConfirmation returns the id of the confirmation the session waits
+// for, if any.
+func (c *Controller) PendingConfirmation(key SessionKey) (string, bool) {
+	g := c.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e := g.sessions[key]; e != nil && e.paused != nil {
+		return e.paused.confID, true
+	}
+	return "", false
+}
+
+// CancelConfirmation abandons the session's pending confirmation when its id
+// is one of callIDs (e.g. the calls of an A2A task being cancelled): goose
+// gets a denial and its reply is cancelled. It reports whether one was.
+func (c *Controller) CancelConfirmation(ctx context.Context, key SessionKey, callIDs []string, reason string) bool {
+	g := c.g
+	g.mu.Lock()
+	e := g.sessions[key]
+	g.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	if err := e.acquire(ctx); err != nil {
+		return false
+	}
+	defer e.release()
+	p := g.pending(e)
+	if p == nil {
+		return false
+	}
+	match := false
+	for _, id := range callIDs {
+		match = match || id == p.confID
+	}
+	if !match || !g.claim(e, p) {
+		return false
+	}
+	g.record(key, p, g.abandon(session.NewEventWithContext(context.Background(), p.invocationID), key, e, p, ErrorCodeCancelled, reason))
+	return true
+}
+
+// Close denies and cancels every pending confirmation (goose sees the
+// denial and the cancel), records why in each session, and refuses to hold
+// new ones. Later turns that hit an approval end with an error.
+func (c *Controller) Close(ctx context.Context) error {
+	g := c.g
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		g.cancelStop()
+	}
+	type held struct {
+		key SessionKey
+		e   *sessionEntry
+	}
+	var hs []held
+	for k, e := range g.sessions {
+		if e.paused != nil {
+			hs = append(hs, held{k, e})
+		}
+	}
+	g.mu.Unlock()
+	var errs []error
+	for _, h := range hs {
+		// A turn holding the entry lock has claimed the reply itself and
+		// ends it when its request ends.
+		if err := h.e.acquire(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("failed to cancel tool confirmation of session %q: %w", h.key.SessionID, err))
+			continue
+		}
+		if p := g.pending(h.e); p != nil && g.claim(h.e, p) {
+			ev := g.abandon(session.NewEventWithContext(context.Background(), p.invocationID), h.key, h.e, p, ErrorCodeCancelled, "cancelled because adk2goose is shutting down")
+			g.record(h.key, p, ev)
+		}
+		h.e.release()
+	}
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("failed to wait for confirmation timeouts: %w", ctx.Err()))
+	}
+	return errors.Join(errs...)
+}
