@@ -16,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
 // fakeSidecar serves /stats like adk2goose's GET /stats (sidecar/server/stats.go).
 type fakeSidecar struct {
 	*httptest.Server
@@ -70,9 +68,17 @@ func (f *fakeSidecar) set(sessions, active, in, out int64) {
 
 func (f *fakeSidecar) pod(name string) Pod { return Pod{Name: name, URL: f.URL + "/stats"} }
 
+// noLeaks fails the test if it leaves goroutines behind. Registered first, it
+// runs after every other cleanup (the fake servers' Close).
+func noLeaks(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+}
+
 var agent = types.NamespacedName{Namespace: "ns", Name: "a"}
 
 func TestCollectSumsReplicas(t *testing.T) {
+	noLeaks(t)
 	p0 := newFakeSidecar(t, "tok", 3, 1, 100, 20)
 	p1 := newFakeSidecar(t, "tok", 4, 2, 1000, 200)
 	c := New(Options{})
@@ -84,6 +90,7 @@ func TestCollectSumsReplicas(t *testing.T) {
 }
 
 func TestUnreachablePodKeepsLastKnownFigures(t *testing.T) {
+	noLeaks(t)
 	p0 := newFakeSidecar(t, "tok", 3, 1, 100, 20)
 	p1 := newFakeSidecar(t, "tok", 4, 0, 1000, 200)
 	c := New(Options{Timeout: 200 * time.Millisecond})
@@ -118,6 +125,7 @@ func TestUnreachablePodKeepsLastKnownFigures(t *testing.T) {
 }
 
 func TestNeverAnsweredIsUnknown(t *testing.T) {
+	noLeaks(t)
 	c := New(Options{})
 	res := c.Collect(context.Background(), agent, "tok", []Pod{{Name: "a-0"}})
 	if res.Known || res.Totals != (Totals{}) || len(res.Stale) != 1 {
@@ -126,6 +134,7 @@ func TestNeverAnsweredIsUnknown(t *testing.T) {
 }
 
 func TestBadAnswersAreStaleWithReason(t *testing.T) {
+	noLeaks(t)
 	cases := []struct {
 		name    string
 		setup   func(*fakeSidecar)
@@ -151,6 +160,7 @@ func TestBadAnswersAreStaleWithReason(t *testing.T) {
 }
 
 func TestConcurrencyIsBounded(t *testing.T) {
+	noLeaks(t)
 	var inFlight, peak atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := inFlight.Add(1)

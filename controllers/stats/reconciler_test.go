@@ -1,0 +1,508 @@
+package stats_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/controllers/stats"
+	"github.com/adk2goose/goose-operator/internal/testenv"
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
+	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+	"github.com/adk2goose/goose-operator/sidecar/server"
+)
+
+const token = "stats-token"
+
+// One control plane for the package's tests.
+var (
+	env    *testenv.Env
+	envErr error
+)
+
+func TestMain(m *testing.M) {
+	env, envErr = testenv.New()
+	if envErr != nil && !errors.Is(envErr, testenv.ErrNoAssets) {
+		fmt.Fprintln(os.Stderr, envErr)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	os.Exit(code)
+}
+
+func sharedEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	testenv.SkipOrFail(t, envErr)
+	return env
+}
+
+// sidecar is a real adk2goose server (sidecar/server) on loopback, in front
+// of a fake `goose serve`. Restarting it keeps its data directory.
+type sidecar struct {
+	t       *testing.T
+	dataDir string
+	backend goose.Backend
+	mu      sync.Mutex
+	url     string
+	stop    func()
+}
+
+func startSidecar(t *testing.T, fake *goosetest.Serve) *sidecar {
+	b, err := acp.New(acp.Config{URL: fake.URL, SecretKey: fake.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	s := &sidecar{t: t, dataDir: t.TempDir(), backend: b}
+	s.start()
+	t.Cleanup(s.halt)
+	return s
+}
+
+func (s *sidecar) start() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	srv, err := server.New(context.Background(), server.Config{
+		Backend: s.backend, AppName: "goose", DataDir: s.dataDir, PublicBaseURL: base, AuthToken: token,
+		StartOptions: goose.StartOptions{WorkingDir: "/tmp"},
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln, time.Second) }()
+	s.mu.Lock()
+	s.url = base
+	s.stop = func() {
+		cancel()
+		<-done
+		_ = srv.Close()
+	}
+	s.mu.Unlock()
+}
+
+// halt stops the sidecar; its port then refuses connections.
+func (s *sidecar) halt() {
+	s.mu.Lock()
+	stop := s.stop
+	s.stop = nil
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+func (s *sidecar) statsURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url + "/stats"
+}
+
+// converse creates a session and runs one turn over the ADK REST API.
+func (s *sidecar) converse(user, session, text string) {
+	s.t.Helper()
+	s.post("/apps/goose/users/"+user+"/sessions/"+session, nil)
+	s.post("/run", map[string]any{
+		"appName": "goose", "userId": user, "sessionId": session,
+		"newMessage": map[string]any{"role": "user", "parts": []any{map[string]any{"text": text}}},
+	})
+}
+
+func (s *sidecar) post(path string, body any) {
+	s.t.Helper()
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		j, _ := json.Marshal(body)
+		rd = bytes.NewReader(j)
+	}
+	s.mu.Lock()
+	u := s.url
+	s.mu.Unlock()
+	req, _ := http.NewRequest(http.MethodPost, u+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		s.t.Fatalf("POST %s: %d %s", path, resp.StatusCode, out)
+	}
+}
+
+// figures reads the sidecar's own /stats, the ground truth the status must sum.
+func (s *sidecar) figures() server.Stats {
+	s.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.statsURL(), nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st server.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		s.t.Fatal(err)
+	}
+	return st
+}
+
+// fixture is an agent with two pods whose sidecars run in-process. envtest
+// has no kubelet, so the test plays it: it creates the pods and marks them
+// ready with an IP.
+type fixture struct {
+	t        *testing.T
+	agent    *agentsv1alpha1.GooseAgent
+	sidecars map[string]*sidecar
+	applies  atomic.Int64
+	rec      *stats.Reconciler
+	reg      *prometheus.Registry
+}
+
+func newFixture(t *testing.T, replicas int) *fixture {
+	env := sharedEnv(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "stats-"}}
+	if err := env.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	a := &agentsv1alpha1.GooseAgent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "talker"},
+		Spec:       agentsv1alpha1.GooseAgentSpec{Provider: agentsv1alpha1.ProviderSpec{Name: "ollama", Model: "qwen3:8b"}},
+	}
+	if err := env.Client.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	// The main reconciler generates this Secret; it is not running here.
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: render.SecretName(a)},
+		Data:       map[string][]byte{render.KeyAuthToken: []byte(token)},
+	}
+	if err := env.Client.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, agent: a, sidecars: map[string]*sidecar{}, reg: prometheus.NewRegistry()}
+	fake := goosetest.NewServe(t, goosetest.WithServeScript(goosetest.Echo))
+	for i := range replicas {
+		name := fmt.Sprintf("%s-%d", a.Name, i)
+		f.sidecars[name] = startSidecar(t, fake)
+		f.createReadyPod(name)
+	}
+	counting, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := interceptor.NewClient(counting, interceptor.Funcs{
+		SubResourceApply: func(ctx context.Context, c client.Client, sub string, o runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			f.applies.Add(1)
+			return c.SubResource(sub).Apply(ctx, o, opts...)
+		},
+	})
+	m, err := stats.NewMetrics(f.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rec = &stats.Reconciler{
+		Client:    counted,
+		Collector: stats.New(stats.Options{Timeout: time.Second}),
+		Interval:  time.Minute,
+		Metrics:   m,
+		PodURL: func(p *corev1.Pod, _ int32) string {
+			if s, ok := f.sidecars[p.Name]; ok {
+				return s.statsURL()
+			}
+			return ""
+		},
+	}
+	return f
+}
+
+func (f *fixture) createReadyPod(name string) {
+	ctx := context.Background()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.agent.Namespace, Name: name, Labels: render.SelectorLabels(f.agent)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "goose", Image: "goose"}}},
+	}
+	if err := sharedEnv(f.t).Client.Create(ctx, p); err != nil {
+		f.t.Fatal(err)
+	}
+	p.Status = corev1.PodStatus{
+		PodIP:      "127.0.0.1",
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+	}
+	if err := sharedEnv(f.t).Client.Status().Update(ctx, p); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) reconcile() reconcile.Result {
+	f.t.Helper()
+	res, err := f.rec.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f.agent)})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res
+}
+
+func (f *fixture) status() agentsv1alpha1.GooseAgentStatus {
+	f.t.Helper()
+	var a agentsv1alpha1.GooseAgent
+	if err := sharedEnv(f.t).Client.Get(context.Background(), client.ObjectKeyFromObject(f.agent), &a); err != nil {
+		f.t.Fatal(err)
+	}
+	return a.Status
+}
+
+func (f *fixture) sum() (agentsv1alpha1.SessionStats, agentsv1alpha1.TokenStats) {
+	var s agentsv1alpha1.SessionStats
+	var tk agentsv1alpha1.TokenStats
+	for _, sc := range f.sidecars {
+		st := sc.figures()
+		s.Total += int64(st.Sessions.Total)
+		s.Active += int64(st.Sessions.Active)
+		tk.Input += st.Tokens.Input
+		tk.Output += st.Tokens.Output
+		tk.Total += st.Tokens.Total
+	}
+	return s, tk
+}
+
+func condition(st agentsv1alpha1.GooseAgentStatus) *metav1.Condition {
+	return meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionStatsAvailable)
+}
+
+func TestStatusSumsReplicasAndSurvivesRestartsAndOutages(t *testing.T) {
+	f := newFixture(t, 2)
+	f.sidecars["talker-0"].converse("alice", "s1", "hello there")
+	f.sidecars["talker-1"].converse("bob", "s2", "what is the weather")
+	f.sidecars["talker-1"].converse("bob", "s3", "and tomorrow?")
+
+	if res := f.reconcile(); res.RequeueAfter != time.Minute {
+		t.Fatalf("requeue after %v, want the interval", res.RequeueAfter)
+	}
+	wantSessions, wantTokens := f.sum()
+	st := f.status()
+	if st.Sessions != wantSessions || st.Tokens != wantTokens {
+		t.Fatalf("status sessions %+v tokens %+v, want the sum of both sidecars: %+v %+v", st.Sessions, st.Tokens, wantSessions, wantTokens)
+	}
+	if st.Sessions.Total != 3 || st.Tokens.Total == 0 || st.StatsUpdatedAt == nil {
+		t.Fatalf("implausible figures: %+v", st)
+	}
+	if c := condition(st); c == nil || c.Status != metav1.ConditionTrue || c.Reason != agentsv1alpha1.ReasonStatsCollected {
+		t.Fatalf("StatsAvailable = %+v, want True/StatsCollected", c)
+	}
+	if got := metricValue(t, f.reg, "goose_operator_agent_tokens", "total"); got != float64(wantTokens.Total) {
+		t.Errorf("token metric %v, want %d", got, wantTokens.Total)
+	}
+
+	// Nothing changed: no status write.
+	before := f.applies.Load()
+	f.reconcile()
+	f.reconcile()
+	if n := f.applies.Load() - before; n != 0 {
+		t.Fatalf("%d status writes when nothing changed, want 0", n)
+	}
+
+	// A sidecar restart (same data volume) does not reset the figures.
+	f.sidecars["talker-0"].halt()
+	f.sidecars["talker-0"].start()
+	before = f.applies.Load()
+	f.reconcile()
+	if got := f.status(); got.Sessions != wantSessions || got.Tokens != wantTokens {
+		t.Fatalf("after a sidecar restart: sessions %+v tokens %+v, want %+v %+v", got.Sessions, got.Tokens, wantSessions, wantTokens)
+	}
+	if n := f.applies.Load() - before; n != 0 {
+		t.Fatalf("%d status writes after a restart that changed nothing, want 0", n)
+	}
+
+	// A conversation raises the figures at the next poll.
+	f.sidecars["talker-0"].converse("carol", "s4", "one more")
+	f.reconcile()
+	raised := f.status()
+	if raised.Sessions.Total != 4 || raised.Tokens.Total <= wantTokens.Total {
+		t.Fatalf("after another conversation: %+v %+v, want 4 sessions and more than %d tokens", raised.Sessions, raised.Tokens, wantTokens.Total)
+	}
+
+	// An unreachable pod marks the figures stale without zeroing them.
+	f.sidecars["talker-1"].halt()
+	f.reconcile()
+	stale := f.status()
+	if stale.Sessions != raised.Sessions || stale.Tokens != raised.Tokens {
+		t.Fatalf("an outage changed the figures: %+v %+v, want %+v %+v", stale.Sessions, stale.Tokens, raised.Sessions, raised.Tokens)
+	}
+	c := condition(stale)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != agentsv1alpha1.ReasonStatsStale || !strings.Contains(c.Message, "talker-1") {
+		t.Fatalf("StatsAvailable = %+v, want False/StatsStale naming talker-1", c)
+	}
+	if got := metricValue(t, f.reg, "goose_operator_agent_stats_stale", ""); got != 1 {
+		t.Errorf("stale metric %v, want 1", got)
+	}
+
+	// kubectl shows the collected figures.
+	out, err := exec.Command(sharedEnv(t).Kubectl(), "--kubeconfig", sharedEnv(t).Kubeconfig, "-n", f.agent.Namespace,
+		"get", "gooseagents", "-o", "wide").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl: %v\n%s", err, out)
+	}
+	cell := tableRow(string(out))
+	if cell["SESSIONS"] != fmt.Sprint(raised.Sessions.Total) || cell["TOKENS"] != fmt.Sprint(raised.Tokens.Total) || cell["ACTIVE"] != fmt.Sprint(raised.Sessions.Active) {
+		t.Fatalf("kubectl columns %v do not show the status figures %+v %+v:\n%s", cell, raised.Sessions, raised.Tokens, out)
+	}
+}
+
+func TestMissingTokenKeepsFiguresAndSaysWhy(t *testing.T) {
+	f := newFixture(t, 1)
+	f.sidecars["talker-0"].converse("alice", "s1", "hi")
+	f.reconcile()
+	known := f.status()
+	if known.Sessions.Total != 1 {
+		t.Fatalf("sessions %d, want 1", known.Sessions.Total)
+	}
+	env := sharedEnv(t)
+	if err := env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Namespace: f.agent.Namespace, Name: render.SecretName(f.agent)}}); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile()
+	st := f.status()
+	if st.Sessions != known.Sessions || st.Tokens != known.Tokens {
+		t.Fatalf("figures changed without a token: %+v %+v", st.Sessions, st.Tokens)
+	}
+	if c := condition(st); c == nil || c.Reason != agentsv1alpha1.ReasonStatsStale || !strings.Contains(c.Message, "sidecar token") {
+		t.Fatalf("StatsAvailable = %+v, want StatsStale about the token", c)
+	}
+}
+
+// TestManagerPollsOnInterval runs the reconciler in a real manager: figures
+// reach status within one interval of a conversation, with no other trigger.
+func TestManagerPollsOnInterval(t *testing.T) {
+	f := newFixture(t, 1)
+	env := sharedEnv(t)
+	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const interval = 300 * time.Millisecond
+	f.rec.Client = mgr.GetClient()
+	f.rec.Interval = interval
+	if err := f.rec.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	waitFor := func(what string, ok func(agentsv1alpha1.GooseAgentStatus) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second) // generous: the machine is shared
+		for time.Now().Before(deadline) {
+			if ok(f.status()) {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("timed out waiting for %s; status %+v", what, f.status())
+	}
+	waitFor("first collection", func(s agentsv1alpha1.GooseAgentStatus) bool { return condition(s) != nil })
+	f.sidecars["talker-0"].converse("alice", "s1", "hello")
+	waitFor("the conversation to show", func(s agentsv1alpha1.GooseAgentStatus) bool {
+		return s.Sessions.Total == 1 && s.Tokens.Total > 0
+	})
+}
+
+// tableRow maps kubectl's column names to the cells of its last row, by the
+// header's column offsets (cells may be empty, so splitting on spaces fails).
+func tableRow(out string) map[string]string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	header, row := lines[0], lines[len(lines)-1]
+	var starts []int
+	for i := range header {
+		if header[i] != ' ' && (i == 0 || header[i-1] == ' ') {
+			starts = append(starts, i)
+		}
+	}
+	cells := map[string]string{}
+	for k, start := range starts {
+		end := len(header)
+		if k+1 < len(starts) {
+			end = starts[k+1]
+		}
+		name := strings.TrimSpace(header[start:end])
+		if start < len(row) {
+			cells[name] = strings.TrimSpace(row[start:min(end, len(row))])
+		}
+	}
+	return cells
+}
+
+// metricValue reads a gauge (with the given direction label, when set).
+func metricValue(t *testing.T, reg *prometheus.Registry, name, direction string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := direction == ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "direction" && l.GetValue() == direction {
+					match = true
+				}
+			}
+			if match {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("metric %s{direction=%q} not found", name, direction)
+	return 0
+}
