@@ -127,6 +127,15 @@ func Start(t testing.TB) *Env {
 	return e
 }
 
+// RequireAssets skips a test that needs the envtest binaries when
+// KUBEBUILDER_ASSETS is unset, or fails it under CI.
+func RequireAssets(t testing.TB) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		SkipOrFail(t, ErrNoAssets)
+	}
+}
+
 // SkipOrFail handles an error of New in a test: skip for ErrNoAssets outside
 // CI, fail otherwise.
 func SkipOrFail(t testing.TB, err error) {
