@@ -112,8 +112,12 @@ func (s *sidecar) start() {
 	s.url = base
 	s.stop = func() {
 		cancel()
-		<-done
-		_ = srv.Close()
+		if err := <-done; err != nil {
+			s.t.Errorf("sidecar serve: %v", err)
+		}
+		if err := srv.Close(); err != nil {
+			s.t.Errorf("sidecar close: %v", err)
+		}
 	}
 	s.mu.Unlock()
 }
