@@ -601,7 +601,3 @@ type GooseAgentList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []GooseAgent `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&GooseAgent{}, &GooseAgentList{})
-}

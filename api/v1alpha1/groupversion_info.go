@@ -1,11 +1,14 @@
 // Package v1alpha1 contains the GooseAgent API, group agents.adk2goose.dev.
+// It depends only on k8s.io/api and k8s.io/apimachinery, so that clients can
+// import it cheaply.
 // +kubebuilder:object:generate=true
 // +groupName=agents.adk2goose.dev
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -13,8 +16,14 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "agents.adk2goose.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the types of this API with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the types of this API to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &GooseAgent{}, &GooseAgentList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

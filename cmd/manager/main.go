@@ -1,0 +1,158 @@
+// Command manager runs the goose-operator: it reconciles GooseAgents into goose
+// server pods with the adk2goose sidecar.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers"
+	"github.com/adk2goose/goose-operator/controllers/render"
+)
+
+// DefaultGooseImage is the official goose image, pinned: the ACP transport
+// changed between releases and the sidecar speaks the 1.43 one.
+const DefaultGooseImage = "ghcr.io/aaif-goose/goose:1.43.0"
+
+// DefaultSidecarImage is the adk2goose image built with this operator.
+const DefaultSidecarImage = "ghcr.io/adk2goose/adk2goose:dev"
+
+type options struct {
+	gooseImage, sidecarImage   string
+	metricsAddr, probeAddr     string
+	secureMetrics, enableHTTP2 bool
+	leaderElect                bool
+	leaderElectionID           string
+	leaderElectionNamespace    string
+	concurrency                int
+	qps                        float64
+	burst                      int
+	zap                        zap.Options
+}
+
+func parse(args []string, out io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.gooseImage, "goose-image", DefaultGooseImage, "goose image for agents with flavor serve and no spec.server.image")
+	fs.StringVar(&o.sidecarImage, "adk2goose-image", DefaultSidecarImage, "adk2goose sidecar image for agents without spec.sidecar.image")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address of the metrics endpoint (:8443 for HTTPS, :8080 for HTTP); 0 disables it")
+	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS with Kubernetes authentication and authorization")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "allow HTTP/2 on the metrics server (off: HTTP/2 rapid-reset mitigations)")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one manager replica reconciles")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "goose-operator.agents.adk2goose.dev", "name of the leader election Lease")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the manager's namespace)")
+	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "GooseAgents reconciled in parallel")
+	// client-go's default of 5 QPS would make creating hundreds of agents
+	// (about six writes each) take minutes.
+	fs.Float64Var(&o.qps, "kube-api-qps", 50, "sustained requests per second to the apiserver")
+	fs.IntVar(&o.burst, "kube-api-burst", 100, "request burst to the apiserver")
+	o.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.concurrency < 1 {
+		return nil, errors.New("--max-concurrent-reconciles must be at least 1")
+	}
+	if o.gooseImage == "" || o.sidecarImage == "" {
+		return nil, errors.New("--goose-image and --adk2goose-image must not be empty")
+	}
+	return o, nil
+}
+
+func newScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("failed to add client-go types to scheme: %w", err)
+	}
+	if err := agentsv1alpha1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("failed to add GooseAgent types to scheme: %w", err)
+	}
+	return s, nil
+}
+
+func run(ctx context.Context, args []string) error {
+	o, err := parse(args, os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	scheme, err := newScheme()
+	if err != nil {
+		return err
+	}
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics, TLSOpts: tlsOpts}
+	if o.secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		// The manager exits right after losing the lease, so a new leader can
+		// start without waiting for this one's reconciles to drain.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("failed to create manager: %w", err)
+	}
+	r := &controllers.GooseAgentReconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorder("goose-operator"),
+		Defaults:                render.Defaults{GooseImage: o.gooseImage, SidecarImage: o.sidecarImage},
+		MaxConcurrentReconciles: o.concurrency,
+	}
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("failed to set up GooseAgent controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add ready check: %w", err)
+	}
+	ctrl.Log.WithName("setup").Info("starting manager", "gooseImage", o.gooseImage, "adk2gooseImage", o.sidecarImage,
+		"leaderElection", o.leaderElect, "maxConcurrentReconciles", o.concurrency)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("failed to run manager: %w", err)
+	}
+	return nil
+}
+
+func main() {
+	if err := run(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,405 @@
+package controllers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/render"
+)
+
+// Field indexes from a GooseAgent to the Secrets and ConfigMaps it reads, so a
+// changed Secret finds its agents without listing them all.
+const (
+	IndexSecretRefs    = "spec.secretRefs"
+	IndexConfigMapRefs = "spec.configMapRefs"
+)
+
+// GooseAgentReconciler turns GooseAgents into their children and reports
+// readiness. It only orchestrates: the children come from render.Build.
+type GooseAgentReconciler struct {
+	// Client reads from the manager's cache and writes to the apiserver.
+	Client client.Client
+	// APIReader reads the apiserver directly; used once per agent when the
+	// cache has not seen the generated Secret yet, so a key is never
+	// generated twice.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Defaults  render.Defaults
+	// GenerateToken returns a new random secret for a purpose (a key of the
+	// generated Secret). Nil uses 32 random bytes, hex-encoded.
+	GenerateToken func(purpose string) (string, error)
+	// Now is the clock; nil uses time.Now.
+	Now func() time.Time
+	// MaxConcurrentReconciles bounds parallel reconciles (default 1).
+	MaxConcurrentReconciles int
+}
+
+func (r *GooseAgentReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func randomToken(string) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("failed to read random bytes: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// SetupWithManager registers the field indexes and the watches.
+func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	for key, kind := range map[string]render.RefKind{IndexSecretRefs: render.KindSecret, IndexConfigMapRefs: render.KindConfigMap} {
+		if err := idx.IndexField(ctx, &agentsv1alpha1.GooseAgent{}, key, func(o client.Object) []string {
+			a, ok := o.(*agentsv1alpha1.GooseAgent)
+			if !ok {
+				return nil
+			}
+			return render.ReferencedNames(a, kind)
+		}); err != nil {
+			return fmt.Errorf("failed to index GooseAgents by %s: %w", key, err)
+		}
+	}
+	opts := controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}
+	return ctrl.NewControllerManagedBy(mgr).
+		// Status-only updates (ours, the stats collector's) must not loop back.
+		For(&agentsv1alpha1.GooseAgent{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Secret{}).
+		Owns(&networkingv1.NetworkPolicy{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.agentsReferencing(IndexSecretRefs))).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.agentsReferencing(IndexConfigMapRefs))).
+		WithOptions(opts).
+		Named("gooseagent").
+		Complete(r)
+}
+
+// agentsReferencing maps a Secret or ConfigMap to the agents that read it.
+func (r *GooseAgentReconciler) agentsReferencing(index string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list agentsv1alpha1.GooseAgentList
+		if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+			log.FromContext(ctx).Error(err, "failed to list GooseAgents referencing object", "index", index, "name", o.GetName())
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+		return reqs
+	}
+}
+
+// Reconcile brings one GooseAgent's children and status to the desired state.
+func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	a := &agentsv1alpha1.GooseAgent{}
+	if err := r.Client.Get(ctx, req.NamespacedName, a); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !a.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // children go with it through owner references
+	}
+
+	var obs observation
+	desired, err := r.desired(ctx, a, &obs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var applied, pruned []string
+	if desired != nil {
+		for _, c := range children(desired) {
+			did, live, err := r.applyIfChanged(ctx, a, c)
+			if err != nil {
+				obs.applyErr = err
+				break
+			}
+			if did {
+				applied = append(applied, c.kind()+"/"+c.name)
+			}
+			if sts, ok := live.(*appsv1.StatefulSet); ok {
+				obs.sts = sts
+			}
+		}
+		if obs.applyErr == nil {
+			if pruned, err = r.prune(ctx, a, desired); err != nil {
+				obs.applyErr = err
+			}
+		}
+	}
+	if obs.sts == nil {
+		sts := &appsv1.StatefulSet{}
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: render.StatefulSetName(a)}, sts)
+		switch {
+		case err == nil && metav1.IsControlledBy(sts, a):
+			obs.sts = sts
+		case err != nil && !apierrors.IsNotFound(err):
+			return ctrl.Result{}, fmt.Errorf("failed to get StatefulSet: %w", err)
+		}
+	}
+
+	st, requeue := desiredStatus(a, obs, r.now())
+	r.recordEvents(a, &st, applied, pruned, obs)
+	if statusChanged(&a.Status, &st) {
+		if err := r.writeStatus(ctx, a, &st); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if obs.applyErr != nil {
+		return ctrl.Result{}, obs.applyErr
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// desired resolves the inputs and renders the children. A nil result with a
+// nil error means the agent is blocked (reason recorded in obs).
+func (r *GooseAgentReconciler) desired(ctx context.Context, a *agentsv1alpha1.GooseAgent, obs *observation) (*render.Desired, error) {
+	values, missing, err := render.Resolve(render.References(a), r.lookup(ctx, a.Namespace))
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		obs.blockedReason, obs.blockedMessage = agentsv1alpha1.ReasonReferenceNotFound, render.MissingMessage(missing)
+		return nil, nil
+	}
+	gen, err := r.generated(ctx, a)
+	if err != nil {
+		var foreign *foreignObjectError
+		if errors.As(err, &foreign) {
+			obs.applyErr = err
+			return nil, nil
+		}
+		return nil, err
+	}
+	d, err := render.Build(render.Inputs{Agent: a, Defaults: r.Defaults, Generated: gen, Values: values})
+	if render.IsInvalidSpec(err) {
+		obs.blockedReason, obs.blockedMessage = agentsv1alpha1.ReasonInvalidSpec, err.Error()
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to render children: %w", err)
+	}
+	return d, nil
+}
+
+func (r *GooseAgentReconciler) lookup(ctx context.Context, ns string) render.Lookup {
+	return func(kind render.RefKind, name string) (map[string]string, bool, error) {
+		key := client.ObjectKey{Namespace: ns, Name: name}
+		switch kind {
+		case render.KindSecret:
+			s := &corev1.Secret{}
+			if err := r.Client.Get(ctx, key, s); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil, false, nil
+				}
+				return nil, false, err
+			}
+			out := make(map[string]string, len(s.Data))
+			for k, v := range s.Data {
+				out[k] = string(v)
+			}
+			return out, true, nil
+		case render.KindConfigMap:
+			cm := &corev1.ConfigMap{}
+			if err := r.Client.Get(ctx, key, cm); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil, false, nil
+				}
+				return nil, false, err
+			}
+			out := make(map[string]string, len(cm.Data)+len(cm.BinaryData))
+			for k, v := range cm.Data {
+				out[k] = v
+			}
+			for k, v := range cm.BinaryData {
+				out[k] = string(v)
+			}
+			return out, true, nil
+		}
+		return nil, false, fmt.Errorf("unknown reference kind %q", kind)
+	}
+}
+
+// foreignObjectError: a child's name is taken by an object this agent does
+// not control. The operator does not take it over.
+type foreignObjectError struct{ kind, name string }
+
+func (e *foreignObjectError) Error() string {
+	return fmt.Sprintf("%s %s exists and is not controlled by this GooseAgent", e.kind, e.name)
+}
+
+// generated returns the generated secret values, reusing those already in the
+// agent's Secret so they stay stable across reconciles and restarts.
+func (r *GooseAgentReconciler) generated(ctx context.Context, a *agentsv1alpha1.GooseAgent) (render.Generated, error) {
+	key := client.ObjectKey{Namespace: a.Namespace, Name: render.SecretName(a)}
+	s := &corev1.Secret{}
+	err := r.Client.Get(ctx, key, s)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		err = r.APIReader.Get(ctx, key, s)
+	}
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return render.Generated{}, fmt.Errorf("failed to get Secret %s: %w", key.Name, err)
+	}
+	if found && !metav1.IsControlledBy(s, a) {
+		return render.Generated{}, &foreignObjectError{kind: "Secret", name: key.Name}
+	}
+	gen := r.GenerateToken
+	if gen == nil {
+		gen = randomToken
+	}
+	get := func(k string) (string, error) {
+		if v := string(s.Data[k]); found && v != "" {
+			return v, nil
+		}
+		v, err := gen(k)
+		if err != nil {
+			return "", fmt.Errorf("failed to generate %s: %w", k, err)
+		}
+		return v, nil
+	}
+	var g render.Generated
+	if g.GooseSecretKey, err = get(render.KeyGooseSecret); err != nil {
+		return g, err
+	}
+	if a.Spec.Sidecar.Auth.TokenSecretRef == nil {
+		if g.AuthToken, err = get(render.KeyAuthToken); err != nil {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+// prunable lists the kinds of children that can become undesired.
+func prunable() []client.ObjectList {
+	return []client.ObjectList{
+		&appsv1.StatefulSetList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{},
+		&corev1.SecretList{}, &networkingv1.NetworkPolicyList{},
+	}
+}
+
+// prune deletes children of a that the desired set no longer contains (e.g.
+// the NetworkPolicy after spec.networkPolicy is removed).
+func (r *GooseAgentReconciler) prune(ctx context.Context, a *agentsv1alpha1.GooseAgent, d *render.Desired) ([]string, error) {
+	want := map[string]bool{}
+	for _, c := range children(d) {
+		want[c.kind()+"/"+c.name] = true
+	}
+	sel := client.MatchingLabels{render.LabelInstance: a.Name, render.LabelManagedBy: render.ManagedBy}
+	var pruned []string
+	for _, list := range prunable() {
+		if err := r.Client.List(ctx, list, client.InNamespace(a.Namespace), sel); err != nil {
+			return pruned, fmt.Errorf("failed to list %T: %w", list, err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return pruned, fmt.Errorf("failed to read %T: %w", list, err)
+		}
+		for _, it := range items {
+			o, ok := it.(client.Object)
+			if !ok || !metav1.IsControlledBy(o, a) {
+				continue
+			}
+			id := strings.TrimPrefix(fmt.Sprintf("%T", o), "*v1.") + "/" + o.GetName()
+			if want[id] {
+				continue
+			}
+			if err := r.Client.Delete(ctx, o, client.Preconditions{UID: ptr(o.GetUID())}); client.IgnoreNotFound(err) != nil {
+				return pruned, fmt.Errorf("failed to delete %s: %w", id, err)
+			}
+			pruned = append(pruned, id)
+		}
+	}
+	return pruned, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// writeStatus server-side-applies the reconciler's part of the status. A
+// separate field owner (the stats collector) can own sessions, tokens and
+// StatsAvailable without either clobbering the other.
+func (r *GooseAgentReconciler) writeStatus(ctx context.Context, a *agentsv1alpha1.GooseAgent, st *agentsv1alpha1.GooseAgentStatus) error {
+	conds := []any{}
+	for _, t := range ownedConditions {
+		c := meta.FindStatusCondition(st.Conditions, t)
+		if c == nil {
+			continue
+		}
+		conds = append(conds, map[string]any{
+			"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
+			"observedGeneration": c.ObservedGeneration, "lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
+		})
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": agentsv1alpha1.GroupVersion.String(),
+		"kind":       "GooseAgent",
+		"metadata":   map[string]any{"name": a.Name, "namespace": a.Namespace},
+		"status": map[string]any{
+			"observedGeneration": st.ObservedGeneration,
+			"replicas":           int64(st.Replicas),
+			"readyReplicas":      int64(st.ReadyReplicas),
+			"endpoints":          map[string]any{"rest": st.Endpoints.REST, "agentCard": st.Endpoints.AgentCard},
+			"conditions":         conds,
+		},
+	}}
+	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("failed to apply GooseAgent status: %w", err)
+	}
+	return nil
+}
+
+// recordEvents emits Events for transitions only, so a no-op resync emits none.
+func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, st *agentsv1alpha1.GooseAgentStatus, applied, pruned []string, obs observation) {
+	if r.Recorder == nil {
+		return
+	}
+	if len(applied) > 0 {
+		r.Recorder.Eventf(a, nil, corev1.EventTypeNormal, "Applied", "Apply", "applied %s", strings.Join(applied, ", "))
+	}
+	if len(pruned) > 0 {
+		r.Recorder.Eventf(a, nil, corev1.EventTypeNormal, "Pruned", "Delete", "deleted %s", strings.Join(pruned, ", "))
+	}
+	if obs.applyErr != nil {
+		r.Recorder.Eventf(a, nil, corev1.EventTypeWarning, agentsv1alpha1.ReasonApplyFailed, "Apply", "%s", obs.applyErr.Error())
+	}
+	old := meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionReady)
+	cur := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionReady)
+	if cur == nil || (old != nil && old.Status == cur.Status && old.Reason == cur.Reason) {
+		return
+	}
+	switch {
+	case cur.Status == metav1.ConditionTrue:
+		r.Recorder.Eventf(a, nil, corev1.EventTypeNormal, "Ready", "Reconcile", "%s", cur.Message)
+	case cur.Reason == agentsv1alpha1.ReasonReferenceNotFound || cur.Reason == agentsv1alpha1.ReasonInvalidSpec:
+		r.Recorder.Eventf(a, nil, corev1.EventTypeWarning, cur.Reason, "Reconcile", "%s", cur.Message)
+	case old != nil && old.Status == metav1.ConditionTrue:
+		r.Recorder.Eventf(a, nil, corev1.EventTypeWarning, "NotReady", "Reconcile", "%s: %s", cur.Reason, cur.Message)
+	}
+}

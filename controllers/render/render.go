@@ -1,0 +1,935 @@
+// Package render turns a GooseAgent and the values it references into the
+// desired child objects, as server-side-apply configurations. It is pure: no
+// client, no clock, no randomness; the reconciler resolves every input first.
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	netv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	"sigs.k8s.io/yaml"
+
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+)
+
+// Fixed names, paths and ports of the agent pod.
+const (
+	// ConfigHashAnnotation on the pod template changes whenever the rendered
+	// config or any referenced value changes, so the pods roll.
+	ConfigHashAnnotation = "agents.adk2goose.dev/config-hash"
+
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelComponent = "app.kubernetes.io/component"
+	// AppName and ManagedBy are the values of the name and managed-by labels.
+	AppName   = "goose-agent"
+	ManagedBy = "goose-operator"
+
+	GooseContainer   = "goose"
+	InitContainer    = "goose-init"
+	SidecarContainer = "adk2goose"
+	PortName         = "http"
+
+	// GoosePortServe is `goose serve`'s default port; GoosePortGoosed is goosed's.
+	GoosePortServe  = 3284
+	GoosePortGoosed = 3000
+
+	DataVolume      = "data"
+	DataMountPath   = "/data"
+	GoosePathRoot   = "/data/goose"
+	SidecarDataDir  = "/data/adk2goose"
+	HomeDir         = "/home/goose"
+	GooseConfigDir  = "/etc/goose" // goose reads /etc/goose/config.yaml as its system config layer
+	SecretConfigDir = "/etc/goose-operator/secret-config"
+	InstructionsDir = "/etc/goose-operator/instructions"
+	GooseSecretDir  = "/var/run/adk2goose/goose"
+	AuthTokenDir    = "/var/run/adk2goose/auth"
+
+	// Keys of the generated Secret <agent>-adk2goose.
+	KeyGooseSecret  = "goose-secret-key"
+	KeyAuthToken    = "auth-token"
+	KeySecretConfig = "extensions-config.yaml"
+	// Keys of the rendered ConfigMap <agent>-goose-config.
+	KeyConfig       = "config.yaml"
+	KeyInstructions = "goosehints"
+
+	// PodUID is the goose image's user (uid 1000); the pod runs as it so that
+	// runAsNonRoot can be verified for images with a named USER.
+	PodUID = 1000
+
+	defaultExtensionTimeout = 300
+)
+
+// Defaults are the operator-wide settings (manager flags).
+type Defaults struct {
+	// GooseImage is used for flavor serve when spec.server.image is unset.
+	GooseImage string
+	// SidecarImage is used when spec.sidecar.image is unset.
+	SidecarImage string
+}
+
+// Generated holds the values the operator generates once and keeps in the
+// <agent>-adk2goose Secret.
+type Generated struct {
+	GooseSecretKey string
+	// AuthToken is empty when spec.sidecar.auth.tokenSecretRef is set.
+	AuthToken string
+}
+
+// Inputs is everything Build needs.
+type Inputs struct {
+	Agent     *agentsv1alpha1.GooseAgent
+	Defaults  Defaults
+	Generated Generated
+	// Values holds the value of every required Ref of References(Agent), and
+	// of the optional ones that exist.
+	Values map[Ref]string
+}
+
+// Desired is the set of children of one agent.
+type Desired struct {
+	Secret          *corev1ac.SecretApplyConfiguration
+	ConfigMap       *corev1ac.ConfigMapApplyConfiguration
+	Service         *corev1ac.ServiceApplyConfiguration
+	HeadlessService *corev1ac.ServiceApplyConfiguration
+	StatefulSet     *appsv1ac.StatefulSetApplyConfiguration
+	// NetworkPolicy is nil unless spec.networkPolicy is set.
+	NetworkPolicy *netv1ac.NetworkPolicyApplyConfiguration
+	// ConfigHash is the pod-template annotation value.
+	ConfigHash string
+}
+
+// Objects lists the children in a stable order (dependencies first).
+func (d *Desired) Objects() []runtime.ApplyConfiguration {
+	out := []runtime.ApplyConfiguration{d.Secret, d.ConfigMap, d.Service, d.HeadlessService, d.StatefulSet}
+	if d.NetworkPolicy != nil {
+		out = append(out, d.NetworkPolicy)
+	}
+	return out
+}
+
+// InvalidSpecError is a spec the API accepted but the builder cannot render.
+// Retrying does not help; the user must change the spec.
+type InvalidSpecError struct{ msg string }
+
+func (e *InvalidSpecError) Error() string { return e.msg }
+
+func invalid(format string, args ...any) error {
+	return &InvalidSpecError{msg: fmt.Sprintf(format, args...)}
+}
+
+// IsInvalidSpec tells whether err comes from an unrenderable spec.
+func IsInvalidSpec(err error) bool {
+	var e *InvalidSpecError
+	return errors.As(err, &e)
+}
+
+// Child names.
+func SecretName(a *agentsv1alpha1.GooseAgent) string    { return a.Name + "-adk2goose" }
+func ConfigMapName(a *agentsv1alpha1.GooseAgent) string { return a.Name + "-goose-config" }
+func ServiceName(a *agentsv1alpha1.GooseAgent) string   { return a.Name }
+func HeadlessServiceName(a *agentsv1alpha1.GooseAgent) string {
+	return a.Name + "-headless"
+}
+func StatefulSetName(a *agentsv1alpha1.GooseAgent) string   { return a.Name }
+func NetworkPolicyName(a *agentsv1alpha1.GooseAgent) string { return a.Name }
+
+// SelectorLabels select the agent's pods; they never change.
+func SelectorLabels(a *agentsv1alpha1.GooseAgent) map[string]string {
+	return map[string]string{LabelName: AppName, LabelInstance: a.Name}
+}
+
+// Labels go on every child.
+func Labels(a *agentsv1alpha1.GooseAgent) map[string]string {
+	l := SelectorLabels(a)
+	l[LabelManagedBy] = ManagedBy
+	l[LabelComponent] = "agent"
+	return l
+}
+
+// Port is the sidecar port, the only one exposed.
+func Port(a *agentsv1alpha1.GooseAgent) int32 {
+	if a.Spec.Sidecar.Port != 0 {
+		return a.Spec.Sidecar.Port
+	}
+	return 8080
+}
+
+// RESTEndpoint is the in-cluster base URL of the ADK REST API.
+func RESTEndpoint(a *agentsv1alpha1.GooseAgent) string {
+	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", ServiceName(a), a.Namespace, Port(a))
+}
+
+// AgentCardEndpoint is the URL of the A2A agent card.
+func AgentCardEndpoint(a *agentsv1alpha1.GooseAgent) string {
+	return RESTEndpoint(a) + "/.well-known/agent-card.json"
+}
+
+func flavor(a *agentsv1alpha1.GooseAgent) agentsv1alpha1.ServerFlavor {
+	if a.Spec.Server.Flavor == "" {
+		return agentsv1alpha1.ServerFlavorServe
+	}
+	return a.Spec.Server.Flavor
+}
+
+func goosePort(a *agentsv1alpha1.GooseAgent) int32 {
+	if flavor(a) == agentsv1alpha1.ServerFlavorGoosed {
+		return GoosePortGoosed
+	}
+	return GoosePortServe
+}
+
+func mode(a *agentsv1alpha1.GooseAgent) agentsv1alpha1.Mode {
+	if a.Spec.Mode == "" {
+		return agentsv1alpha1.ModeAuto
+	}
+	return a.Spec.Mode
+}
+
+func workspacePath(a *agentsv1alpha1.GooseAgent) string {
+	if a.Spec.Workspace.MountPath != "" {
+		return a.Spec.Workspace.MountPath
+	}
+	return "/workspace"
+}
+
+// providerKeyEnv maps a provider id to the variable goose reads its API key
+// from; unknown providers follow goose's <PROVIDER>_API_KEY convention.
+func providerKeyEnv(provider string) string {
+	switch provider {
+	case "databricks":
+		return "DATABRICKS_TOKEN"
+	case "azure_openai":
+		return "AZURE_OPENAI_API_KEY"
+	}
+	return strings.ToUpper(provider) + "_API_KEY"
+}
+
+// providerURLKey maps a provider id to the config key of its endpoint.
+func providerURLKey(provider string) string {
+	switch provider {
+	case "azure_openai":
+		return "AZURE_OPENAI_ENDPOINT"
+	}
+	return strings.ToUpper(provider) + "_HOST"
+}
+
+// Build renders the desired children. It fails with an InvalidSpecError for
+// specs it cannot render, and with a plain error when a required value is
+// missing from in.Values (the caller resolves them first).
+func Build(in Inputs) (*Desired, error) {
+	a := in.Agent
+	if a == nil {
+		return nil, errors.New("failed to render children: no GooseAgent")
+	}
+	for _, r := range References(a) {
+		if _, ok := in.Values[r]; !ok && !r.Optional {
+			return nil, fmt.Errorf("failed to render children: unresolved reference %s", r)
+		}
+	}
+	if in.Generated.GooseSecretKey == "" {
+		return nil, errors.New("failed to render children: no goose secret key")
+	}
+	if a.Spec.Sidecar.Auth.TokenSecretRef == nil && in.Generated.AuthToken == "" {
+		return nil, errors.New("failed to render children: no sidecar auth token")
+	}
+
+	cfg, err := renderConfig(a)
+	if err != nil {
+		return nil, err
+	}
+	secretCfg, err := renderSecretConfig(a, in.Values)
+	if err != nil {
+		return nil, err
+	}
+	env, err := gooseEnv(a, secretCfg != "")
+	if err != nil {
+		return nil, err
+	}
+
+	d := &Desired{}
+	d.Secret = buildSecret(a, in.Generated, secretCfg)
+	d.ConfigMap = buildConfigMap(a, cfg)
+	d.ConfigHash = configHash(a, cfg, secretCfg, in)
+	d.Service = buildService(a, false)
+	d.HeadlessService = buildService(a, true)
+	sts, err := buildStatefulSet(a, in.Defaults, env, d.ConfigHash)
+	if err != nil {
+		return nil, err
+	}
+	d.StatefulSet = sts
+	if a.Spec.NetworkPolicy != nil {
+		np, err := buildNetworkPolicy(a)
+		if err != nil {
+			return nil, err
+		}
+		d.NetworkPolicy = np
+	}
+	return d, nil
+}
+
+func ownerRef(a *agentsv1alpha1.GooseAgent) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(agentsv1alpha1.GroupVersion.String()).
+		WithKind("GooseAgent").
+		WithName(a.Name).
+		WithUID(a.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
+// configHash covers the rendered config, the generated values and every
+// referenced value, in a fixed order.
+func configHash(a *agentsv1alpha1.GooseAgent, cfg, secretCfg string, in Inputs) string {
+	h := sha256.New()
+	write := func(k, v string) {
+		// Length-prefixing keeps "ab"+"c" apart from "a"+"bc".
+		fmt.Fprintf(h, "%d:%s=%d:%s\n", len(k), k, len(v), v)
+	}
+	write("config.yaml", cfg)
+	write("secret-config.yaml", secretCfg)
+	write("instructions", a.Spec.Instructions)
+	write("generated/goose-secret-key", in.Generated.GooseSecretKey)
+	if a.Spec.Sidecar.Auth.TokenSecretRef == nil { // else the user's token is among the references
+		write("generated/auth-token", in.Generated.AuthToken)
+	}
+	for _, r := range References(a) {
+		if v, ok := in.Values[r]; ok {
+			write(r.String(), v)
+		} else {
+			write(r.String(), "<absent>")
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func buildSecret(a *agentsv1alpha1.GooseAgent, g Generated, secretCfg string) *corev1ac.SecretApplyConfiguration {
+	data := map[string][]byte{KeyGooseSecret: []byte(g.GooseSecretKey)}
+	if a.Spec.Sidecar.Auth.TokenSecretRef == nil {
+		data[KeyAuthToken] = []byte(g.AuthToken)
+	}
+	if secretCfg != "" {
+		data[KeySecretConfig] = []byte(secretCfg)
+	}
+	return corev1ac.Secret(SecretName(a), a.Namespace).
+		WithLabels(Labels(a)).
+		WithOwnerReferences(ownerRef(a)).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(data)
+}
+
+func buildConfigMap(a *agentsv1alpha1.GooseAgent, cfg string) *corev1ac.ConfigMapApplyConfiguration {
+	data := map[string]string{KeyConfig: cfg}
+	if a.Spec.Instructions != "" {
+		data[KeyInstructions] = a.Spec.Instructions
+	}
+	return corev1ac.ConfigMap(ConfigMapName(a), a.Namespace).
+		WithLabels(Labels(a)).
+		WithOwnerReferences(ownerRef(a)).
+		WithData(data)
+}
+
+// renderConfig is goose's config.yaml: provider, model, mode and extensions.
+// It never holds a secret: secret env values are named in env_keys and reach
+// goose as container env; secret headers go to the Secret layer.
+func renderConfig(a *agentsv1alpha1.GooseAgent) (string, error) {
+	cfg := map[string]any{
+		"GOOSE_PROVIDER": a.Spec.Provider.Name,
+		"GOOSE_MODEL":    a.Spec.Provider.Model,
+		"GOOSE_MODE":     string(mode(a)),
+	}
+	if a.Spec.Provider.BaseURL != "" {
+		cfg[providerURLKey(a.Spec.Provider.Name)] = a.Spec.Provider.BaseURL
+	}
+	exts := map[string]any{}
+	for i := range a.Spec.Extensions {
+		e := &a.Spec.Extensions[i]
+		m := map[string]any{
+			"enabled":         true,
+			"type":            string(e.Type),
+			"name":            e.Name,
+			"description":     e.Description,
+			"available_tools": []string{},
+		}
+		timeout := int32(defaultExtensionTimeout)
+		if e.TimeoutSeconds != nil {
+			timeout = *e.TimeoutSeconds
+		}
+		switch e.Type {
+		case agentsv1alpha1.ExtensionBuiltin:
+			m["timeout"] = timeout
+			m["bundled"] = true
+		case agentsv1alpha1.ExtensionPlatform:
+			m["bundled"] = true
+		case agentsv1alpha1.ExtensionStdio:
+			envs := map[string]string{}
+			keys := []string{}
+			for _, ev := range e.Env {
+				if ev.SecretKeyRef != nil {
+					keys = append(keys, ev.Name)
+				} else if ev.Value != nil {
+					envs[ev.Name] = *ev.Value
+				}
+			}
+			args := e.Args
+			if args == nil {
+				args = []string{}
+			}
+			m["cmd"], m["args"], m["envs"], m["env_keys"], m["timeout"] = e.Cmd, args, envs, keys, timeout
+		case agentsv1alpha1.ExtensionStreamableHTTP:
+			headers := map[string]string{}
+			for k, v := range e.Headers {
+				headers[k] = v
+			}
+			m["uri"], m["headers"], m["envs"], m["env_keys"], m["timeout"] = e.URI, headers, map[string]string{}, []string{}, timeout
+		default:
+			return "", invalid("extension %q has unknown type %q", e.Name, e.Type)
+		}
+		exts[e.Name] = m
+	}
+	if len(exts) > 0 {
+		cfg["extensions"] = exts
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("failed to marshal goose config: %w", err)
+	}
+	return string(out), nil
+}
+
+// renderSecretConfig is a second goose config layer holding the headers of
+// extensions that take header values from Secrets. goose merges extension
+// entries field by field, so this layer's headers map (literal and secret
+// headers together) replaces the ConfigMap's. Empty when no extension needs it.
+func renderSecretConfig(a *agentsv1alpha1.GooseAgent, values map[Ref]string) (string, error) {
+	exts := map[string]any{}
+	for i := range a.Spec.Extensions {
+		e := &a.Spec.Extensions[i]
+		if len(e.HeadersFrom) == 0 {
+			continue
+		}
+		headers := map[string]string{}
+		for k, v := range e.Headers {
+			headers[k] = v
+		}
+		for _, h := range e.HeadersFrom {
+			headers[h.Name] = values[Ref{Kind: KindSecret, Name: h.SecretKeyRef.Name, Key: h.SecretKeyRef.Key}]
+		}
+		exts[e.Name] = map[string]any{"headers": headers}
+	}
+	if len(exts) == 0 {
+		return "", nil
+	}
+	out, err := yaml.Marshal(map[string]any{"extensions": exts})
+	if err != nil {
+		return "", fmt.Errorf("failed to marshal goose secret config: %w", err)
+	}
+	return string(out), nil
+}
+
+// reservedEnv are set by the operator and cannot be overridden by podTemplate.env.
+var reservedEnv = map[string]bool{
+	"GOOSE_SERVER__SECRET_KEY": true, "GOOSE_PATH_ROOT": true, "GOOSE_HOST": true,
+	"GOOSE_PORT": true, "GOOSE_TLS": true, "GOOSE_ADDITIONAL_CONFIG_FILES": true, "HOME": true,
+}
+
+func envValue(name, value string) *corev1ac.EnvVarApplyConfiguration {
+	return corev1ac.EnvVar().WithName(name).WithValue(value)
+}
+
+func envSecret(name string, ref agentsv1alpha1.SecretKeyRef) *corev1ac.EnvVarApplyConfiguration {
+	return corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().
+		WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(ref.Name).WithKey(ref.Key)))
+}
+
+// gooseEnv is the goose container's environment. Secret values come in as
+// secretKeyRef, never as literals.
+func gooseEnv(a *agentsv1alpha1.GooseAgent, secretLayer bool) ([]*corev1ac.EnvVarApplyConfiguration, error) {
+	var env []*corev1ac.EnvVarApplyConfiguration
+	byName := map[string]int{}
+	// secretSrc remembers where a secret variable comes from, to reject two
+	// different sources for one name (goose looks env_keys up by name).
+	secretSrc := map[string]agentsv1alpha1.SecretKeyRef{}
+	add := func(e *corev1ac.EnvVarApplyConfiguration) {
+		byName[*e.Name] = len(env)
+		env = append(env, e)
+	}
+	addSecret := func(name string, ref agentsv1alpha1.SecretKeyRef, what string) error {
+		if prev, ok := secretSrc[name]; ok {
+			if prev != ref {
+				return invalid("environment variable %s (%s) is set from both Secret %s key %s and Secret %s key %s", name, what, prev.Name, prev.Key, ref.Name, ref.Key)
+			}
+			return nil
+		}
+		if _, ok := byName[name]; ok || reservedEnv[name] {
+			return invalid("environment variable %s (%s) clashes with a variable the operator sets", name, what)
+		}
+		secretSrc[name] = ref
+		add(envSecret(name, ref))
+		return nil
+	}
+
+	add(envSecret("GOOSE_SERVER__SECRET_KEY", agentsv1alpha1.SecretKeyRef{Name: SecretName(a), Key: KeyGooseSecret}))
+	add(envValue("GOOSE_PATH_ROOT", GoosePathRoot))
+	add(envValue("HOME", HomeDir))
+	add(envValue("GOOSE_DISABLE_KEYRING", "1"))
+	add(envValue("GOOSE_TELEMETRY_ENABLED", "false"))
+	add(envValue("GOOSE_TELEMETRY_OFF", "1"))
+	// Provider, model and mode are also in config.yaml; the env copies win over
+	// a config.yaml goose itself may write on the data volume.
+	add(envValue("GOOSE_PROVIDER", a.Spec.Provider.Name))
+	add(envValue("GOOSE_MODEL", a.Spec.Provider.Model))
+	add(envValue("GOOSE_MODE", string(mode(a))))
+	if flavor(a) == agentsv1alpha1.ServerFlavorGoosed {
+		add(envValue("GOOSE_HOST", "127.0.0.1"))
+		add(envValue("GOOSE_PORT", strconv.Itoa(GoosePortGoosed)))
+	}
+	add(envValue("GOOSE_TLS", "false"))
+	if secretLayer {
+		add(envValue("GOOSE_ADDITIONAL_CONFIG_FILES", SecretConfigDir+"/"+KeyConfig))
+	}
+	if r := a.Spec.Provider.APIKeySecretRef; r != nil {
+		if err := addSecret(providerKeyEnv(a.Spec.Provider.Name), *r, "spec.provider.apiKeySecretRef"); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range a.Spec.Provider.Env {
+		if err := addSecret(e.Name, e.SecretKeyRef, "spec.provider.env"); err != nil {
+			return nil, err
+		}
+	}
+	for _, ext := range a.Spec.Extensions {
+		for _, e := range ext.Env {
+			if e.SecretKeyRef == nil {
+				continue
+			}
+			if err := addSecret(e.Name, *e.SecretKeyRef, "spec.extensions["+ext.Name+"].env"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i := range a.Spec.PodTemplate.Env {
+		u := a.Spec.PodTemplate.Env[i]
+		if reservedEnv[u.Name] {
+			return nil, invalid("spec.podTemplate.env cannot set %s: the operator manages it", u.Name)
+		}
+		if _, ok := secretSrc[u.Name]; ok {
+			return nil, invalid("spec.podTemplate.env cannot set %s: it is already set from a Secret elsewhere in the spec", u.Name)
+		}
+		ac, err := convert[corev1ac.EnvVarApplyConfiguration](u)
+		if err != nil {
+			return nil, err
+		}
+		if i, ok := byName[u.Name]; ok {
+			env[i] = ac // the user's value replaces an operator default (e.g. GOOSE_TELEMETRY_ENABLED)
+			continue
+		}
+		add(ac)
+	}
+	return env, nil
+}
+
+// convert copies an API type into its apply configuration via JSON; both
+// share the same JSON shape.
+func convert[T any](in any) (*T, error) {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("failed to marshal %T: %w", in, err)
+	}
+	out := new(T)
+	if err := json.Unmarshal(b, out); err != nil {
+		return nil, fmt.Errorf("failed to unmarshal into %T: %w", out, err)
+	}
+	return out, nil
+}
+
+func restrictedContainer() *corev1ac.SecurityContextApplyConfiguration {
+	return corev1ac.SecurityContext().
+		WithAllowPrivilegeEscalation(false).
+		WithReadOnlyRootFilesystem(true).
+		WithRunAsNonRoot(true).
+		WithCapabilities(corev1ac.Capabilities().WithDrop(corev1.Capability("ALL"))).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+}
+
+func resources(r corev1.ResourceRequirements) (*corev1ac.ResourceRequirementsApplyConfiguration, error) {
+	if len(r.Limits) == 0 && len(r.Requests) == 0 && len(r.Claims) == 0 {
+		return nil, nil
+	}
+	return convert[corev1ac.ResourceRequirementsApplyConfiguration](r)
+}
+
+func mount(name, path string, readOnly bool) *corev1ac.VolumeMountApplyConfiguration {
+	m := corev1ac.VolumeMount().WithName(name).WithMountPath(path)
+	if readOnly {
+		m.WithReadOnly(true)
+	}
+	return m
+}
+
+func keyToPath(key, path string) *corev1ac.KeyToPathApplyConfiguration {
+	return corev1ac.KeyToPath().WithKey(key).WithPath(path)
+}
+
+const (
+	modeConfig = int32(0o444)
+	modeSecret = int32(0o440) // readable through fsGroup, not by others
+)
+
+func buildStatefulSet(a *agentsv1alpha1.GooseAgent, def Defaults, env []*corev1ac.EnvVarApplyConfiguration, hash string) (*appsv1ac.StatefulSetApplyConfiguration, error) {
+	spec := &a.Spec
+	gooseImage := spec.Server.Image
+	if gooseImage == "" {
+		gooseImage = def.GooseImage
+	}
+	if gooseImage == "" {
+		return nil, invalid("spec.server.image is unset and the operator has no default goose image")
+	}
+	sidecarImage := spec.Sidecar.Image
+	if sidecarImage == "" {
+		sidecarImage = def.SidecarImage
+	}
+	if sidecarImage == "" {
+		return nil, invalid("spec.sidecar.image is unset and the operator has no default adk2goose image")
+	}
+	port := Port(a)
+	ws := workspacePath(a)
+
+	// Volumes.
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName("home").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+	}
+	wsVol := corev1ac.Volume().WithName("workspace")
+	switch {
+	case spec.Workspace.PersistentVolumeClaim != nil:
+		pvc, err := convert[corev1ac.PersistentVolumeClaimVolumeSourceApplyConfiguration](spec.Workspace.PersistentVolumeClaim)
+		if err != nil {
+			return nil, err
+		}
+		wsVol.WithPersistentVolumeClaim(pvc)
+	case spec.Workspace.EmptyDir != nil:
+		ed, err := convert[corev1ac.EmptyDirVolumeSourceApplyConfiguration](spec.Workspace.EmptyDir)
+		if err != nil {
+			return nil, err
+		}
+		wsVol.WithEmptyDir(ed)
+	default:
+		wsVol.WithEmptyDir(corev1ac.EmptyDirVolumeSource())
+	}
+	volumes = append(volumes,
+		wsVol,
+		corev1ac.Volume().WithName("goose-config").WithConfigMap(corev1ac.ConfigMapVolumeSource().
+			WithName(ConfigMapName(a)).WithItems(keyToPath(KeyConfig, KeyConfig)).WithDefaultMode(modeConfig)),
+		corev1ac.Volume().WithName("goose-secret").WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(SecretName(a)).WithItems(keyToPath(KeyGooseSecret, "secret-key")).WithDefaultMode(modeSecret)),
+	)
+	tokenSecret, tokenKey := SecretName(a), KeyAuthToken
+	if r := spec.Sidecar.Auth.TokenSecretRef; r != nil {
+		tokenSecret, tokenKey = r.Name, r.Key
+	}
+	volumes = append(volumes, corev1ac.Volume().WithName("auth-token").WithSecret(corev1ac.SecretVolumeSource().
+		WithSecretName(tokenSecret).WithItems(keyToPath(tokenKey, "token")).WithDefaultMode(modeSecret)))
+
+	gooseMounts := []*corev1ac.VolumeMountApplyConfiguration{
+		mount(DataVolume, DataMountPath, false),
+		mount("home", HomeDir, false),
+		mount("tmp", "/tmp", false),
+		mount("workspace", ws, false),
+		mount("goose-config", GooseConfigDir, true),
+	}
+	if hasSecretHeaders(a) {
+		volumes = append(volumes, corev1ac.Volume().WithName("secret-config").WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(SecretName(a)).WithItems(keyToPath(KeySecretConfig, KeyConfig)).WithDefaultMode(modeSecret)))
+		gooseMounts = append(gooseMounts, mount("secret-config", SecretConfigDir, true))
+	}
+
+	// Instructions reach goose as its global hints file, <config dir>/.goosehints,
+	// which goose adds to the system prompt of every session. The init
+	// container copies it onto the data volume (goose's config dir must stay
+	// writable) and removes it when the spec has no instructions.
+	initMounts := []*corev1ac.VolumeMountApplyConfiguration{mount(DataVolume, DataMountPath, false)}
+	if v := instructionsVolume(a); v != nil {
+		volumes = append(volumes, v)
+		initMounts = append(initMounts, mount("instructions", InstructionsDir, true))
+	}
+	hints := GoosePathRoot + "/config/.goosehints"
+	src := InstructionsDir + "/" + KeyInstructions
+	initScript := fmt.Sprintf(`set -eu
+mkdir -p %[1]s/config
+if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[3]s; fi`, GoosePathRoot, src, hints)
+
+	initC := corev1ac.Container().
+		WithName(InitContainer).
+		WithImage(gooseImage).
+		WithCommand("/bin/sh", "-c", initScript).
+		WithSecurityContext(restrictedContainer()).
+		WithVolumeMounts(initMounts...)
+	if p := spec.Server.ImagePullPolicy; p != "" {
+		initC.WithImagePullPolicy(p)
+	}
+
+	sidecarArgs := []string{
+		fmt.Sprintf("--listen=:%d", port),
+		fmt.Sprintf("--goose-url=http://127.0.0.1:%d", goosePort(a)),
+		"--goose-flavor=" + string(flavor(a)),
+		"--goose-secret-file=" + GooseSecretDir + "/secret-key",
+		"--goose-working-dir=" + ws,
+		"--goose-mode=" + string(mode(a)),
+		"--auth-token-file=" + AuthTokenDir + "/token",
+		"--data-dir=" + SidecarDataDir,
+		"--public-base-url=" + RESTEndpoint(a),
+		"--app-name=" + a.Name,
+	}
+	if spec.Description != "" {
+		sidecarArgs = append(sidecarArgs, "--description="+spec.Description)
+	}
+	if len(spec.Sidecar.CORSAllowedOrigins) > 0 {
+		sidecarArgs = append(sidecarArgs, "--cors-origins="+strings.Join(spec.Sidecar.CORSAllowedOrigins, ","))
+	}
+	probe := func(path string, period, failures int32) *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString(PortName))).
+			WithPeriodSeconds(period).WithFailureThreshold(failures)
+	}
+	sidecar := corev1ac.Container().
+		WithName(SidecarContainer).
+		WithImage(sidecarImage).
+		// Native sidecar: starts before goose, stops after it, so streams can drain.
+		WithRestartPolicy(corev1.ContainerRestartPolicyAlways).
+		WithArgs(sidecarArgs...).
+		WithPorts(corev1ac.ContainerPort().WithName(PortName).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP)).
+		WithStartupProbe(probe("/healthz", 1, 60)).
+		WithLivenessProbe(probe("/healthz", 10, 3)).
+		WithReadinessProbe(probe("/readyz", 5, 3)).
+		WithSecurityContext(restrictedContainer()).
+		WithVolumeMounts(
+			mount(DataVolume, DataMountPath, false),
+			mount("tmp", "/tmp", false),
+			mount("goose-secret", GooseSecretDir, true),
+			mount("auth-token", AuthTokenDir, true),
+		)
+	if p := spec.Sidecar.ImagePullPolicy; p != "" {
+		sidecar.WithImagePullPolicy(p)
+	}
+	if r, err := resources(spec.Sidecar.Resources); err != nil {
+		return nil, err
+	} else if r != nil {
+		sidecar.WithResources(r)
+	}
+
+	gooseC := corev1ac.Container().
+		WithName(GooseContainer).
+		WithImage(gooseImage).
+		WithWorkingDir(ws).
+		WithEnv(env...).
+		WithSecurityContext(restrictedContainer()).
+		WithVolumeMounts(gooseMounts...)
+	if flavor(a) == agentsv1alpha1.ServerFlavorGoosed {
+		gooseC.WithCommand("goosed").WithArgs("agent")
+	} else {
+		// The official image's entrypoint is the goose CLI.
+		gooseC.WithArgs("serve", "--host", "127.0.0.1", "--port", strconv.Itoa(GoosePortServe))
+	}
+	if p := spec.Server.ImagePullPolicy; p != "" {
+		gooseC.WithImagePullPolicy(p)
+	}
+	if r, err := resources(spec.Resources); err != nil {
+		return nil, err
+	} else if r != nil {
+		gooseC.WithResources(r)
+	}
+
+	podSC := corev1ac.PodSecurityContext().
+		WithRunAsNonRoot(true).
+		WithRunAsUser(PodUID).
+		WithRunAsGroup(PodUID).
+		WithFSGroup(PodUID).
+		WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	if spec.PodTemplate.SecurityContext != nil {
+		sc, err := convert[corev1ac.PodSecurityContextApplyConfiguration](spec.PodTemplate.SecurityContext)
+		if err != nil {
+			return nil, err
+		}
+		podSC = sc
+	}
+
+	podSpec := corev1ac.PodSpec().
+		WithAutomountServiceAccountToken(false).
+		// Service links would inject GOOSE_PORT-like variables for a Service named goose.
+		WithEnableServiceLinks(false).
+		WithSecurityContext(podSC).
+		WithInitContainers(initC, sidecar).
+		WithContainers(gooseC).
+		WithVolumes(volumes...)
+	pt := &spec.PodTemplate
+	if pt.ServiceAccountName != "" {
+		podSpec.WithServiceAccountName(pt.ServiceAccountName)
+	}
+	if len(pt.NodeSelector) > 0 {
+		podSpec.WithNodeSelector(pt.NodeSelector)
+	}
+	if pt.PriorityClassName != "" {
+		podSpec.WithPriorityClassName(pt.PriorityClassName)
+	}
+	for i := range pt.Tolerations {
+		t, err := convert[corev1ac.TolerationApplyConfiguration](pt.Tolerations[i])
+		if err != nil {
+			return nil, err
+		}
+		podSpec.WithTolerations(t)
+	}
+	if pt.Affinity != nil {
+		aff, err := convert[corev1ac.AffinityApplyConfiguration](pt.Affinity)
+		if err != nil {
+			return nil, err
+		}
+		podSpec.WithAffinity(aff)
+	}
+	for _, s := range pt.ImagePullSecrets {
+		podSpec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
+	}
+
+	podLabels := map[string]string{}
+	for k, v := range pt.Labels {
+		podLabels[k] = v
+	}
+	for k, v := range Labels(a) { // ours win: the selector depends on them
+		podLabels[k] = v
+	}
+	podAnn := map[string]string{}
+	for k, v := range pt.Annotations {
+		podAnn[k] = v
+	}
+	podAnn[ConfigHashAnnotation] = hash
+
+	// The claim template list is atomic: the apiserver stores it exactly as
+	// applied plus defaults, so the template spells out volumeMode and omits
+	// the apiVersion/kind the server drops; the no-op check then matches.
+	pvc := &corev1ac.PersistentVolumeClaimApplyConfiguration{}
+	pvc.WithName(DataVolume).
+		WithSpec(corev1ac.PersistentVolumeClaimSpec().
+			WithVolumeMode(corev1.PersistentVolumeFilesystem).
+			WithAccessModes(corev1.ReadWriteOnce).
+			WithResources(corev1ac.VolumeResourceRequirements().
+				WithRequests(corev1.ResourceList{corev1.ResourceStorage: storageSize(a)})))
+	if sc := spec.Storage.StorageClassName; sc != nil {
+		pvc.Spec.WithStorageClassName(*sc)
+	}
+
+	stsSpec := appsv1ac.StatefulSetSpec().
+		WithServiceName(HeadlessServiceName(a)).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(a))).
+		// Replicas hold independent sessions; no need to start them one by one.
+		WithPodManagementPolicy("Parallel").
+		WithTemplate(corev1ac.PodTemplateSpec().
+			WithLabels(podLabels).
+			WithAnnotations(podAnn).
+			WithSpec(podSpec)).
+		WithVolumeClaimTemplates(pvc)
+	// Unset replicas are left to whoever scales the StatefulSet (HPA, kubectl
+	// scale); the apiserver defaults a new StatefulSet to 1.
+	if spec.Replicas != nil {
+		stsSpec.WithReplicas(*spec.Replicas)
+	}
+	return appsv1ac.StatefulSet(StatefulSetName(a), a.Namespace).
+		WithLabels(Labels(a)).
+		WithOwnerReferences(ownerRef(a)).
+		WithSpec(stsSpec), nil
+}
+
+func hasSecretHeaders(a *agentsv1alpha1.GooseAgent) bool {
+	for _, e := range a.Spec.Extensions {
+		if len(e.HeadersFrom) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// instructionsVolume mounts the instructions from where they live: the
+// rendered ConfigMap (inline), or the user's ConfigMap or Secret, so a Secret
+// value is never copied into a ConfigMap.
+func instructionsVolume(a *agentsv1alpha1.GooseAgent) *corev1ac.VolumeApplyConfiguration {
+	v := corev1ac.Volume().WithName("instructions")
+	switch f := a.Spec.InstructionsFrom; {
+	case a.Spec.Instructions != "":
+		return v.WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(a)).
+			WithItems(keyToPath(KeyInstructions, KeyInstructions)).WithDefaultMode(modeConfig))
+	case f != nil && f.ConfigMapKeyRef != nil:
+		return v.WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(f.ConfigMapKeyRef.Name).
+			WithItems(keyToPath(f.ConfigMapKeyRef.Key, KeyInstructions)).WithDefaultMode(modeConfig))
+	case f != nil && f.SecretKeyRef != nil:
+		return v.WithSecret(corev1ac.SecretVolumeSource().WithSecretName(f.SecretKeyRef.Name).
+			WithItems(keyToPath(f.SecretKeyRef.Key, KeyInstructions)).WithDefaultMode(modeSecret))
+	}
+	return nil
+}
+
+// defaultStorageSize matches the CRD default, for objects that bypassed defaulting.
+var defaultStorageSize = resource.MustParse("1Gi")
+
+func storageSize(a *agentsv1alpha1.GooseAgent) resource.Quantity {
+	if s := a.Spec.Storage.Size; s != nil && !s.IsZero() {
+		return *s
+	}
+	return defaultStorageSize
+}
+
+func buildService(a *agentsv1alpha1.GooseAgent, headless bool) *corev1ac.ServiceApplyConfiguration {
+	name := ServiceName(a)
+	spec := corev1ac.ServiceSpec().
+		WithSelector(SelectorLabels(a)).
+		WithPorts(corev1ac.ServicePort().
+			WithName(PortName).
+			WithProtocol(corev1.ProtocolTCP).
+			WithAppProtocol("http").
+			WithPort(Port(a)).
+			WithTargetPort(intstr.FromString(PortName)))
+	if headless {
+		name = HeadlessServiceName(a)
+		// Peers reach a session's owning pod by its stable DNS name, ready or not.
+		spec.WithClusterIP(corev1.ClusterIPNone).WithPublishNotReadyAddresses(true)
+	} else {
+		spec.WithType(corev1.ServiceTypeClusterIP)
+	}
+	return corev1ac.Service(name, a.Namespace).
+		WithLabels(Labels(a)).
+		WithOwnerReferences(ownerRef(a)).
+		WithSpec(spec)
+}
+
+func buildNetworkPolicy(a *agentsv1alpha1.GooseAgent) (*netv1ac.NetworkPolicyApplyConfiguration, error) {
+	port := intstr.FromInt32(Port(a))
+	rule := netv1ac.NetworkPolicyIngressRule().
+		WithPorts(netv1ac.NetworkPolicyPort().WithProtocol(corev1.ProtocolTCP).WithPort(port))
+	for i := range a.Spec.NetworkPolicy.From {
+		peer, err := convert[netv1ac.NetworkPolicyPeerApplyConfiguration](a.Spec.NetworkPolicy.From[i])
+		if err != nil {
+			return nil, err
+		}
+		rule.WithFrom(peer)
+	}
+	return netv1ac.NetworkPolicy(NetworkPolicyName(a), a.Namespace).
+		WithLabels(Labels(a)).
+		WithOwnerReferences(ownerRef(a)).
+		WithSpec(netv1ac.NetworkPolicySpec().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(a))).
+			WithPolicyTypes("Ingress").
+			WithIngress(rule)), nil
+}

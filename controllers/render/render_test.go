@@ -1,0 +1,260 @@
+package render_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/internal/fixtures"
+	"github.com/adk2goose/goose-operator/controllers/render"
+)
+
+// build renders a fixture case with the fixed golden inputs.
+func build(t *testing.T, c *fixtures.Case) *render.Desired {
+	t.Helper()
+	a := c.Agent.DeepCopy()
+	a.UID = fixtures.UID
+	values, missing, err := render.Resolve(render.References(a), c.Lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) > 0 {
+		t.Fatalf("case %s: %s", c.Name, render.MissingMessage(missing))
+	}
+	d, err := render.Build(render.Inputs{Agent: a, Defaults: fixtures.Defaults, Generated: fixtures.Generated, Values: values})
+	if err != nil {
+		t.Fatalf("case %s: %v", c.Name, err)
+	}
+	return d
+}
+
+// TestGolden compares every input's rendered children with testdata/golden.
+// Regenerate with UPDATE_GOLDEN=1 go test ./controllers/render/.
+func TestGolden(t *testing.T) {
+	cases, err := fixtures.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		t.Fatal("no input cases")
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			got, err := render.ToYAML(build(t, c).Objects())
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := fixtures.GoldenPath(c.Name)
+			if os.Getenv("UPDATE_GOLDEN") != "" {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with UPDATE_GOLDEN=1 to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("rendered children differ from %s (-want +got):\n%s", path, cmp.Diff(string(want), string(got)))
+			}
+		})
+	}
+}
+
+// TestBuildDeterministic guards the golden files against map-order noise.
+func TestBuildDeterministic(t *testing.T) {
+	cases, err := fixtures.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		first, _ := render.ToYAML(build(t, c).Objects())
+		for range 5 {
+			again, _ := render.ToYAML(build(t, c).Objects())
+			if !bytes.Equal(first, again) {
+				t.Fatalf("case %s renders differently on repeated builds", c.Name)
+			}
+		}
+	}
+}
+
+func loadCase(t *testing.T, name string) *fixtures.Case {
+	t.Helper()
+	c, err := fixtures.LoadFile(filepath.Join(fixtures.Dir(), "inputs", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestConfigHash checks which changes roll the pods.
+func TestConfigHash(t *testing.T) {
+	base := loadCase(t, "approve")
+	baseHash := build(t, base).ConfigHash
+
+	mutate := map[string]func(c *fixtures.Case){
+		"model": func(c *fixtures.Case) { c.Agent.Spec.Provider.Model = "gpt-4.1" },
+		"extension timeout": func(c *fixtures.Case) {
+			v := int32(61)
+			c.Agent.Spec.Extensions[1].TimeoutSeconds = &v
+		},
+		"extension added": func(c *fixtures.Case) {
+			c.Agent.Spec.Extensions = append(c.Agent.Spec.Extensions, agentsv1alpha1.ExtensionSpec{Name: "todo", Type: agentsv1alpha1.ExtensionPlatform})
+		},
+		"api key secret value": func(c *fixtures.Case) { c.Secrets[0].StringData["api-key"] = "sk-rotated" },
+		"header secret value":  func(c *fixtures.Case) { c.Secrets[1].StringData["authorization"] = "Bearer rotated" },
+		"mode":                 func(c *fixtures.Case) { c.Agent.Spec.Mode = agentsv1alpha1.ModeAuto },
+	}
+	for name, m := range mutate {
+		t.Run(name, func(t *testing.T) {
+			c := loadCase(t, "approve")
+			m(c)
+			if h := build(t, c).ConfigHash; h == baseHash {
+				t.Errorf("config hash did not change")
+			}
+		})
+	}
+	t.Run("unrelated secret key", func(t *testing.T) {
+		c := loadCase(t, "approve")
+		c.Secrets[0].StringData["unused"] = "x"
+		if h := build(t, c).ConfigHash; h != baseHash {
+			t.Errorf("config hash changed for a key the agent does not read")
+		}
+	})
+	t.Run("pod template carries the hash", func(t *testing.T) {
+		d := build(t, base)
+		if got := d.StatefulSet.Spec.Template.Annotations[render.ConfigHashAnnotation]; got != d.ConfigHash || got == "" {
+			t.Errorf("annotation %q, want %q", got, d.ConfigHash)
+		}
+	})
+}
+
+// TestNoSecretInConfigMap: no referenced Secret value may reach the ConfigMap
+// or a literal env value.
+func TestNoSecretInConfigMap(t *testing.T) {
+	cases, err := fixtures.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		d := build(t, c)
+		cm, _ := render.ToYAML([]runtime.ApplyConfiguration{d.ConfigMap})
+		sts, _ := render.ToYAML([]runtime.ApplyConfiguration{d.StatefulSet})
+		for _, s := range c.Secrets {
+			for k, v := range s.StringData {
+				if strings.Contains(string(cm), v) {
+					t.Errorf("case %s: ConfigMap contains Secret %s key %s", c.Name, s.Name, k)
+				}
+				if strings.Contains(string(sts), v) {
+					t.Errorf("case %s: StatefulSet contains Secret %s key %s", c.Name, s.Name, k)
+				}
+			}
+		}
+		for _, v := range []string{fixtures.Generated.GooseSecretKey, fixtures.Generated.AuthToken} {
+			if strings.Contains(string(cm), v) || strings.Contains(string(sts), v) {
+				t.Errorf("case %s: a generated secret leaked into the ConfigMap or StatefulSet", c.Name)
+			}
+		}
+	}
+}
+
+func TestReplicasOnlyWhenSet(t *testing.T) {
+	if r := build(t, loadCase(t, "minimal")).StatefulSet.Spec.Replicas; r != nil {
+		t.Errorf("replicas = %d for an agent without spec.replicas; want the field absent", *r)
+	}
+	if r := build(t, loadCase(t, "goosed")).StatefulSet.Spec.Replicas; r == nil || *r != 2 {
+		t.Errorf("replicas = %v, want 2", r)
+	}
+}
+
+func TestSidecarIsNativeAndOnlyPort(t *testing.T) {
+	d := build(t, loadCase(t, "openai"))
+	pod := d.StatefulSet.Spec.Template.Spec
+	var sidecar *string
+	for _, c := range pod.InitContainers {
+		if *c.Name == render.SidecarContainer {
+			if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+				t.Errorf("sidecar restartPolicy = %v, want Always", c.RestartPolicy)
+			}
+			sidecar = c.Name
+			if len(c.Ports) != 1 || *c.Ports[0].ContainerPort != 8080 {
+				t.Errorf("sidecar ports = %v", c.Ports)
+			}
+		} else if len(c.Ports) > 0 {
+			t.Errorf("init container %s exposes ports", *c.Name)
+		}
+	}
+	if sidecar == nil {
+		t.Fatal("no adk2goose init container")
+	}
+	for _, c := range pod.Containers {
+		if len(c.Ports) > 0 {
+			t.Errorf("container %s exposes ports; only the sidecar may", *c.Name)
+		}
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("automountServiceAccountToken must be false")
+	}
+}
+
+func TestInvalidSpec(t *testing.T) {
+	for name, m := range map[string]func(a *agentsv1alpha1.GooseAgent){
+		"reserved env": func(a *agentsv1alpha1.GooseAgent) {
+			a.Spec.PodTemplate.Env = []corev1.EnvVar{{Name: "GOOSE_SERVER__SECRET_KEY", Value: "x"}}
+		},
+		"conflicting secret env": func(a *agentsv1alpha1.GooseAgent) {
+			a.Spec.Provider.Env = []agentsv1alpha1.SecretEnvVar{{Name: "OPENAI_API_KEY", SecretKeyRef: agentsv1alpha1.SecretKeyRef{Name: "tickets-mcp", Key: "authorization"}}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := loadCase(t, "approve")
+			m(c.Agent)
+			values, _, _ := render.Resolve(render.References(c.Agent), c.Lookup)
+			_, err := render.Build(render.Inputs{Agent: c.Agent, Defaults: fixtures.Defaults, Generated: fixtures.Generated, Values: values})
+			if !render.IsInvalidSpec(err) {
+				t.Fatalf("err = %v, want an InvalidSpecError", err)
+			}
+		})
+	}
+}
+
+func TestBuildRejectsUnresolved(t *testing.T) {
+	c := loadCase(t, "openai")
+	_, err := render.Build(render.Inputs{Agent: c.Agent, Defaults: fixtures.Defaults, Generated: fixtures.Generated})
+	if err == nil || render.IsInvalidSpec(err) {
+		t.Fatalf("err = %v, want an unresolved-reference error", err)
+	}
+	if _, err := render.Build(render.Inputs{}); err == nil {
+		t.Fatal("Build with no agent succeeded")
+	}
+}
+
+func TestResolveMissing(t *testing.T) {
+	c := loadCase(t, "full")
+	c.Secrets = c.Secrets[1:] // drop "azure"
+	_, missing, err := render.Resolve(render.References(c.Agent), c.Lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`Secret "azure" not found`}
+	if diff := cmp.Diff(want, missing); diff != "" {
+		t.Errorf("missing (-want +got):\n%s", diff)
+	}
+	// The optional ConfigMap "extra" of podTemplate.env is absent without complaint.
+	c = loadCase(t, "full")
+	c.Secrets[0].StringData = map[string]string{"key": "k"}
+	_, missing, _ = render.Resolve(render.References(c.Agent), c.Lookup)
+	if diff := cmp.Diff([]string{`key "deployment" not found in Secret "azure"`}, missing); diff != "" {
+		t.Errorf("missing (-want +got):\n%s", diff)
+	}
+}

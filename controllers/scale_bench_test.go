@@ -1,0 +1,162 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/internal/testenv"
+)
+
+// BenchmarkScale creates BENCH_AGENTS (default 500) GooseAgents at once
+// against envtest and reports the time until every agent's children are
+// applied, then the API writes of one no-op resync of all agents. Run it once:
+//
+//	KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go test ./controllers/ -run '^$' -bench Scale -benchtime 1x
+func BenchmarkScale(b *testing.B) {
+	needEnv(b)
+	// envtest's default service range is a /24: it runs out of ClusterIPs at
+	// about 250 agents, so the benchmark brings its own control plane.
+	big := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: env.Assets,
+		Scheme:                env.Scheme,
+	}
+	big.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
+	cfg, err := big.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := big.Stop(); err != nil {
+			b.Errorf("failed to stop envtest: %v", err)
+		}
+	}()
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	shared := env
+	env = &testenv.Env{Config: cfg, Client: c, Scheme: shared.Scheme, Assets: shared.Assets}
+	defer func() { env = shared }()
+	n := 500
+	if v, err := strconv.Atoi(os.Getenv("BENCH_AGENTS")); err == nil && v > 0 {
+		n = v
+	}
+	for b.Loop() {
+		benchScale(b, n)
+	}
+}
+
+// benchDeadline bounds the wait for all children.
+const benchDeadline = 3 * time.Minute
+
+func benchScale(b *testing.B, n int) {
+	ctx := context.Background()
+	ns := newNamespace(b, "scale")
+	h := startManager(b, harnessOpts{concurrency: 4}) // the manager's default
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "openai", Namespace: ns}, StringData: map[string]string{"api-key": "sk"}}); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a := &agentsv1alpha1.GooseAgent{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("agent-%03d", i), Namespace: ns},
+				Spec: agentsv1alpha1.GooseAgentSpec{Provider: agentsv1alpha1.ProviderSpec{
+					Name: "openai", Model: "gpt-4o",
+					APIKeySecretRef: &agentsv1alpha1.SecretKeyRef{Name: "openai", Key: "api-key"},
+				}},
+			}
+			if err := env.Client.Create(ctx, a); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	created := time.Since(start)
+	// The StatefulSet is the last child applied for these agents.
+	for {
+		// Metadata only: full StatefulSet lists would load the apiserver the
+		// benchmark measures.
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("StatefulSetList"))
+		if err := env.Client.List(ctx, l, client.InNamespace(ns), client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}); err != nil {
+			b.Fatal(err)
+		}
+		if len(l.Items) == n {
+			break
+		}
+		if time.Since(start) > benchDeadline {
+			have := map[string]bool{}
+			for _, it := range l.Items {
+				have[it.Name] = true
+			}
+			for i := range n {
+				name := fmt.Sprintf("agent-%03d", i)
+				if !have[name] {
+					a := &agentsv1alpha1.GooseAgent{}
+					_ = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a)
+					b.Fatalf("only %d of %d StatefulSets after %s; %s has status %+v", len(l.Items), n, benchDeadline, name, a.Status)
+				}
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	applied := time.Since(start)
+	writesToConverge := h.writes.Load()
+
+	resync := func() int64 {
+		before := h.writes.Load()
+		for i := range n {
+			req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("agent-%03d", i)}}
+			if _, err := h.r.Reconcile(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return h.writes.Load() - before
+	}
+	// Let queued reconciles (status writes after the last apply) finish.
+	deadline := time.Now().Add(2 * time.Minute)
+	var w int64
+	for w = resync(); w != 0 && time.Now().Before(deadline); w = resync() {
+		time.Sleep(time.Second)
+	}
+	resyncStart := time.Now()
+	w = resync()
+	resyncTime := time.Since(resyncStart)
+
+	b.ReportMetric(float64(n), "agents")
+	b.ReportMetric(created.Seconds(), "s-create")
+	b.ReportMetric(applied.Seconds(), "s-all-children-applied")
+	b.ReportMetric(float64(writesToConverge)/float64(n), "writes/agent-to-converge")
+	b.ReportMetric(float64(w), "writes/noop-resync-of-all")
+	b.ReportMetric(float64(resyncTime.Milliseconds())/float64(n), "ms/agent-noop-reconcile")
+	h.stop()
+}

@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/render"
+)
+
+// ProgressDeadline is how long a rollout may leave pods unready before the
+// agent reports Degraded (like a Deployment's progressDeadlineSeconds).
+const ProgressDeadline = 10 * time.Minute
+
+// observation is what the reconciler learned in one pass.
+type observation struct {
+	// blocked, when set, says why no child was applied: reason is
+	// ReferenceNotFound or InvalidSpec.
+	blockedReason, blockedMessage string
+	// applyErr is set when applying a child failed.
+	applyErr error
+	// sts is the live StatefulSet, nil when it does not exist (yet).
+	sts *appsv1.StatefulSet
+}
+
+// desiredStatus computes the reconciler's part of the status from the
+// previous status and what was observed. It returns the new status and, when
+// the rollout is under way, how long until the progress deadline must be
+// checked again. now is passed in so the function stays pure.
+func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time) (agentsv1alpha1.GooseAgentStatus, time.Duration) {
+	st := *a.Status.DeepCopy()
+	st.ObservedGeneration = a.Generation
+	st.Endpoints = agentsv1alpha1.Endpoints{REST: render.RESTEndpoint(a), AgentCard: render.AgentCardEndpoint(a)}
+	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: a.Generation,
+			LastTransitionTime: metav1.NewTime(now),
+		})
+	}
+	if obs.sts != nil {
+		st.Replicas = obs.sts.Status.Replicas
+		st.ReadyReplicas = obs.sts.Status.ReadyReplicas
+	}
+
+	if obs.blockedReason != "" {
+		set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, obs.blockedReason, obs.blockedMessage)
+		set(agentsv1alpha1.ConditionProgressing, metav1.ConditionFalse, obs.blockedReason, obs.blockedMessage)
+		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionTrue, obs.blockedReason, obs.blockedMessage)
+		return st, 0
+	}
+
+	var requeue time.Duration
+	sts := obs.sts
+	switch {
+	case sts == nil:
+		msg := "waiting for the StatefulSet to be created"
+		set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, agentsv1alpha1.ReasonReconciling, msg)
+		set(agentsv1alpha1.ConditionProgressing, metav1.ConditionTrue, agentsv1alpha1.ReasonReconciling, msg)
+	default:
+		want := int32(1)
+		if sts.Spec.Replicas != nil {
+			want = *sts.Spec.Replicas
+		}
+		s := sts.Status
+		counts := fmt.Sprintf("%d/%d replicas ready, %d updated", s.ReadyReplicas, want, s.UpdatedReplicas)
+		switch {
+		case want == 0:
+			set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, agentsv1alpha1.ReasonScaledToZero, "the StatefulSet is scaled to zero")
+		case s.ReadyReplicas > 0:
+			set(agentsv1alpha1.ConditionReady, metav1.ConditionTrue, agentsv1alpha1.ReasonAvailable, counts)
+		default:
+			set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, agentsv1alpha1.ReasonPodsNotReady, counts)
+		}
+		rolling := s.ObservedGeneration < sts.Generation ||
+			s.UpdatedReplicas != want || s.Replicas != want || s.ReadyReplicas != want ||
+			(s.UpdateRevision != "" && s.CurrentRevision != s.UpdateRevision)
+		if want == 0 {
+			rolling = s.ObservedGeneration < sts.Generation || s.Replicas != 0
+		}
+		if rolling {
+			set(agentsv1alpha1.ConditionProgressing, metav1.ConditionTrue, agentsv1alpha1.ReasonRolloutInProgress, counts)
+			// The transition time survives while the rollout keeps going,
+			// so it marks when the rollout started.
+			since := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionProgressing).LastTransitionTime.Time
+			if left := since.Add(ProgressDeadline).Sub(now); left > 0 {
+				requeue = left
+			} else if obs.applyErr == nil {
+				set(agentsv1alpha1.ConditionDegraded, metav1.ConditionTrue, agentsv1alpha1.ReasonPodsNotReady,
+					fmt.Sprintf("rollout not finished after %s: %s", ProgressDeadline, counts))
+				return st, 0
+			}
+		} else {
+			set(agentsv1alpha1.ConditionProgressing, metav1.ConditionFalse, agentsv1alpha1.ReasonRolloutComplete, counts)
+		}
+	}
+	if obs.applyErr != nil {
+		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionTrue, agentsv1alpha1.ReasonApplyFailed, obs.applyErr.Error())
+		if sts == nil {
+			set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, agentsv1alpha1.ReasonApplyFailed, obs.applyErr.Error())
+		}
+	} else {
+		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionFalse, agentsv1alpha1.ReasonAsExpected, "")
+	}
+	return st, requeue
+}
+
+// ownedConditions are the condition types this reconciler writes; the stats
+// collector owns StatsAvailable.
+var ownedConditions = []string{agentsv1alpha1.ConditionReady, agentsv1alpha1.ConditionProgressing, agentsv1alpha1.ConditionDegraded}
+
+// statusChanged compares the reconciler-owned part of two statuses.
+func statusChanged(old, cur *agentsv1alpha1.GooseAgentStatus) bool {
+	if old.ObservedGeneration != cur.ObservedGeneration || old.Replicas != cur.Replicas ||
+		old.ReadyReplicas != cur.ReadyReplicas || old.Endpoints != cur.Endpoints {
+		return true
+	}
+	for _, t := range ownedConditions {
+		o, c := meta.FindStatusCondition(old.Conditions, t), meta.FindStatusCondition(cur.Conditions, t)
+		if (o == nil) != (c == nil) {
+			return true
+		}
+		if o != nil && (o.Status != c.Status || o.Reason != c.Reason || o.Message != c.Message ||
+			o.ObservedGeneration != c.ObservedGeneration || !o.LastTransitionTime.Equal(&c.LastTransitionTime)) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,257 @@
+package controllers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/adk2goose/goose-operator/controllers"
+	"github.com/adk2goose/goose-operator/controllers/internal/fixtures"
+	"github.com/adk2goose/goose-operator/internal/testenv"
+)
+
+// env is the control plane shared by the envtest tests of this package; nil
+// when KUBEBUILDER_ASSETS is unset (the tests then skip, except under CI).
+var (
+	env    *testenv.Env
+	envErr error
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard()) // manager logs would drown the test output
+	if os.Getenv("TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	}
+	env, envErr = testenv.New()
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "failed to stop envtest:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func needEnv(t testing.TB) *testenv.Env {
+	t.Helper()
+	testenv.SkipOrFail(t, envErr)
+	return env
+}
+
+// writeCounter counts the API writes a manager's client makes. It wraps the
+// client the reconciler uses, so every Create/Update/Patch/Apply/Delete,
+// status writes included, passes through it.
+type writeCounter struct{ n atomic.Int64 }
+
+func (w *writeCounter) Load() int64 { return w.n.Load() }
+
+func (w *writeCounter) wrap(c client.WithWatch) client.WithWatch {
+	inc := func() { w.n.Add(1) }
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
+			inc()
+			return c.Create(ctx, o, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
+			inc()
+			return c.Update(ctx, o, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
+			inc()
+			return c.Patch(ctx, o, p, opts...)
+		},
+		Apply: func(ctx context.Context, c client.WithWatch, o runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			inc()
+			return c.Apply(ctx, o, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
+			inc()
+			return c.Delete(ctx, o, opts...)
+		},
+		DeleteAllOf: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteAllOfOption) error {
+			inc()
+			return c.DeleteAllOf(ctx, o, opts...)
+		},
+		SubResourceCreate: func(ctx context.Context, c client.Client, sub string, o, so client.Object, opts ...client.SubResourceCreateOption) error {
+			inc()
+			return c.SubResource(sub).Create(ctx, o, so, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, o client.Object, opts ...client.SubResourceUpdateOption) error {
+			inc()
+			return c.SubResource(sub).Update(ctx, o, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			inc()
+			return c.SubResource(sub).Patch(ctx, o, p, opts...)
+		},
+		SubResourceApply: func(ctx context.Context, c client.Client, sub string, o runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			inc()
+			return c.SubResource(sub).Apply(ctx, o, opts...)
+		},
+	})
+}
+
+// harness is one running manager with the GooseAgent controller.
+type harness struct {
+	r      *controllers.GooseAgentReconciler
+	writes *writeCounter
+	stop   func()
+}
+
+type harnessOpts struct {
+	generate    func(string) (string, error)
+	concurrency int
+}
+
+func startManager(t testing.TB, o harnessOpts) *harness {
+	t.Helper()
+	e := needEnv(t)
+	w := &writeCounter{}
+	skip := true
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme:                 e.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Several managers run in one test binary, one after another.
+		Controller: config.Controller{SkipNameValidation: &skip},
+		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, opts) // reads from the cache like the default client
+			if err != nil {
+				return nil, err
+			}
+			return w.wrap(c), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &controllers.GooseAgentReconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorder("goose-operator"),
+		Defaults:                fixtures.Defaults,
+		GenerateToken:           o.generate,
+		MaxConcurrentReconciles: max(o.concurrency, 2),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("manager stopped with error: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	return &harness{r: r, writes: w, stop: stop}
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t testing.TB, prefix string) string {
+	t.Helper()
+	e := needEnv(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := e.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// ensureNamespace creates a fixed namespace unless it exists.
+func ensureNamespace(t testing.TB, name string) {
+	t.Helper()
+	e := needEnv(t)
+	err := e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// eventually polls cond until it returns nil or the timeout passes.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s: %v", what, err)
+}
+
+// createCase creates a fixture's agent and referenced objects in ns.
+func createCase(t testing.TB, c *fixtures.Case, ns string) {
+	t.Helper()
+	e := needEnv(t)
+	ctx := context.Background()
+	for _, s := range c.Secrets {
+		s = s.DeepCopy()
+		s.Namespace = ns
+		if err := e.Client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, cm := range c.ConfigMaps {
+		cm = cm.DeepCopy()
+		cm.Namespace = ns
+		if err := e.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	a := c.Agent.DeepCopy()
+	a.Namespace = ns
+	if err := e.Client.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	c.Agent = a
+}
+
+// TestManagerStopsCleanly: a stopped manager with the controller leaves no
+// goroutine behind (beyond those already running before it started).
+func TestManagerStopsCleanly(t *testing.T) {
+	needEnv(t)
+	before := goleak.IgnoreCurrent()
+	h := startManager(t, harnessOpts{})
+	h.stop()
+	// Idle HTTP/2 connections to the apiserver close asynchronously.
+	goleak.VerifyNone(t, before,
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run"),
+		// The event broadcaster is shared per manager process and stops lazily.
+		goleak.IgnoreAnyFunction("k8s.io/client-go/tools/events.(*eventBroadcasterImpl).StartRecordingToSinkWithContext.func1"),
+	)
+}
