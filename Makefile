@@ -57,6 +57,12 @@ vet: ## Run go vet.
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned, built into bin/).
 	$(GOLANGCI_LINT) run ./...
 
+##@ Demo
+
+.PHONY: demo
+demo: build ## Run it all with no cluster: embedded control plane, the operator, a GooseAgent, a chat over ADK REST and A2A.
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go run ./hack/demo --manager $(LOCALBIN)/manager --adk2goose $(LOCALBIN)/adk2goose
+
 ##@ Test
 
 .PHONY: envtest

@@ -10,18 +10,26 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers"
 	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/controllers/stats"
 )
 
 // DefaultGooseImage is the official goose image, pinned: the ACP transport
@@ -32,16 +40,18 @@ const DefaultGooseImage = "ghcr.io/aaif-goose/goose:1.43.0"
 const DefaultSidecarImage = "ghcr.io/adk2goose/adk2goose:dev"
 
 type options struct {
-	gooseImage, sidecarImage   string
-	metricsAddr, probeAddr     string
-	secureMetrics, enableHTTP2 bool
-	leaderElect                bool
-	leaderElectionID           string
-	leaderElectionNamespace    string
-	concurrency                int
-	qps                        float64
-	burst                      int
-	zap                        zap.Options
+	gooseImage, sidecarImage    string
+	metricsAddr, probeAddr      string
+	secureMetrics, enableHTTP2  bool
+	leaderElect                 bool
+	leaderElectionID            string
+	leaderElectionNamespace     string
+	concurrency                 int
+	qps                         float64
+	burst                       int
+	statsInterval, statsTimeout time.Duration
+	statsConcurrency            int
+	zap                         zap.Options
 }
 
 func parse(args []string, out io.Writer) (*options, error) {
@@ -62,6 +72,9 @@ func parse(args []string, out io.Writer) (*options, error) {
 	// (about six writes each) take minutes.
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "sustained requests per second to the apiserver")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "request burst to the apiserver")
+	fs.DurationVar(&o.statsInterval, "stats-interval", stats.DefaultInterval, "how often each agent's sidecars are asked for session and token figures")
+	fs.DurationVar(&o.statsTimeout, "stats-timeout", 2*time.Second, "timeout of one sidecar /stats request")
+	fs.IntVar(&o.statsConcurrency, "stats-max-concurrent", 64, "sidecar /stats requests in flight at once, across all agents")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -71,6 +84,9 @@ func parse(args []string, out io.Writer) (*options, error) {
 	}
 	if o.concurrency < 1 {
 		return nil, errors.New("--max-concurrent-reconciles must be at least 1")
+	}
+	if o.statsInterval < time.Second || o.statsTimeout <= 0 || o.statsConcurrency < 1 {
+		return nil, errors.New("--stats-interval must be at least 1s, --stats-timeout positive and --stats-max-concurrent at least 1")
 	}
 	if o.gooseImage == "" || o.sidecarImage == "" {
 		return nil, errors.New("--goose-image and --adk2goose-image must not be empty")
@@ -122,6 +138,11 @@ func run(ctx context.Context, args []string) error {
 		// The manager exits right after losing the lease, so a new leader can
 		// start without waiting for this one's reconciles to drain.
 		LeaderElectionReleaseOnCancel: true,
+		// Only agent pods are read (by the stats collector): cache just those,
+		// not every pod of the cluster.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelName: render.AppName})},
+		}},
 	})
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
@@ -136,6 +157,19 @@ func run(ctx context.Context, args []string) error {
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("failed to set up GooseAgent controller: %w", err)
 	}
+	statsMetrics, err := stats.NewMetrics(metrics.Registry)
+	if err != nil {
+		return fmt.Errorf("failed to register stats metrics: %w", err)
+	}
+	sr := &stats.Reconciler{
+		Client:    mgr.GetClient(),
+		Collector: stats.New(stats.Options{Timeout: o.statsTimeout, MaxConcurrent: o.statsConcurrency}),
+		Interval:  o.statsInterval,
+		Metrics:   statsMetrics,
+	}
+	if err := sr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up GooseAgent stats controller: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("failed to add health check: %w", err)
 	}
@@ -143,7 +177,7 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("failed to add ready check: %w", err)
 	}
 	ctrl.Log.WithName("setup").Info("starting manager", "gooseImage", o.gooseImage, "adk2gooseImage", o.sidecarImage,
-		"leaderElection", o.leaderElect, "maxConcurrentReconciles", o.concurrency)
+		"leaderElection", o.leaderElect, "maxConcurrentReconciles", o.concurrency, "statsInterval", o.statsInterval)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)
 	}
