@@ -2,7 +2,6 @@ package v1alpha1_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,30 +21,11 @@ import (
 	"github.com/adk2goose/goose-operator/internal/testenv"
 )
 
-// One control plane for the whole package: starting one costs seconds.
-var (
-	env    *testenv.Env
-	envErr error
-)
-
-func TestMain(m *testing.M) {
-	env, envErr = testenv.New()
-	if envErr != nil && !errors.Is(envErr, testenv.ErrNoAssets) {
-		fmt.Fprintln(os.Stderr, envErr)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunShared(m)) }
 
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	testenv.SkipOrFail(t, envErr)
+	env := testenv.Shared(t)
 	ns := &unstructured.Unstructured{}
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")
@@ -67,6 +47,7 @@ func validAgent(ns, name string) *agentsv1alpha1.GooseAgent {
 
 func TestSamplesAreAccepted(t *testing.T) {
 	ns := newNamespace(t)
+	env := testenv.Shared(t)
 	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "agents_*.yaml"))
 	if err != nil || len(files) < 5 {
 		t.Fatalf("expected at least 5 samples, found %d (%v)", len(files), err)
@@ -91,6 +72,7 @@ func TestSamplesAreAccepted(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	ns := newNamespace(t)
+	env := testenv.Shared(t)
 	ga := validAgent(ns, "defaults")
 	ctx := context.Background()
 	if err := env.Client.Create(ctx, ga); err != nil {
@@ -121,6 +103,7 @@ func TestDefaults(t *testing.T) {
 
 func TestInvalidAgentsAreRejected(t *testing.T) {
 	ns := newNamespace(t)
+	env := testenv.Shared(t)
 	cases := []struct {
 		name   string
 		mutate func(*agentsv1alpha1.GooseAgent)
@@ -231,6 +214,7 @@ func TestInvalidAgentsAreRejected(t *testing.T) {
 
 func TestStorageIsImmutable(t *testing.T) {
 	ns := newNamespace(t)
+	env := testenv.Shared(t)
 	ctx := context.Background()
 	ga := validAgent(ns, "immutable")
 	ga.Spec.Storage.StorageClassName = ptr.To("fast")
@@ -268,6 +252,7 @@ func TestStorageIsImmutable(t *testing.T) {
 // TestKubectlPrinterColumns drives the real kubectl against the envtest server.
 func TestKubectlPrinterColumns(t *testing.T) {
 	ns := newNamespace(t)
+	env := testenv.Shared(t)
 	ctx := context.Background()
 	ga := validAgent(ns, "printed")
 	if err := env.Client.Create(ctx, ga); err != nil {

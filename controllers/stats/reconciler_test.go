@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,32 +40,9 @@ import (
 
 const token = "stats-token"
 
-// One control plane for the package's tests.
-var (
-	env    *testenv.Env
-	envErr error
-)
+func TestMain(m *testing.M) { os.Exit(testenv.RunShared(m)) }
 
-func TestMain(m *testing.M) {
-	env, envErr = testenv.New()
-	if envErr != nil && !errors.Is(envErr, testenv.ErrNoAssets) {
-		fmt.Fprintln(os.Stderr, envErr)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
-
-func sharedEnv(t *testing.T) *testenv.Env {
-	t.Helper()
-	testenv.SkipOrFail(t, envErr)
-	return env
-}
+func sharedEnv(t *testing.T) *testenv.Env { return testenv.Shared(t) }
 
 // sidecar is a real adk2goose server (sidecar/server) on loopback, in front
 // of a fake `goose serve`. Restarting it keeps its data directory.

@@ -127,6 +127,38 @@ func Start(t testing.TB) *Env {
 	return e
 }
 
+// The control plane of RunShared, for the tests of one package.
+var (
+	shared    *Env
+	sharedErr error
+)
+
+// RunShared starts one control plane for a whole test binary, runs its tests
+// and stops it: call it from TestMain as os.Exit(testenv.RunShared(m)).
+// Tests get it with Shared. Starting a control plane costs seconds.
+func RunShared(m *testing.M) int {
+	shared, sharedErr = New()
+	if sharedErr != nil && !errors.Is(sharedErr, ErrNoAssets) {
+		fmt.Fprintln(os.Stderr, sharedErr)
+		return 1
+	}
+	code := m.Run()
+	if shared != nil {
+		if err := shared.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	return code
+}
+
+// Shared returns the control plane of RunShared, or skips (fails under CI)
+// when there is none.
+func Shared(t testing.TB) *Env {
+	t.Helper()
+	SkipOrFail(t, sharedErr)
+	return shared
+}
+
 // RequireAssets skips a test that needs the envtest binaries when
 // KUBEBUILDER_ASSETS is unset, or fails it under CI.
 func RequireAssets(t testing.TB) {
