@@ -87,7 +87,7 @@ func (r *GooseAgentReconciler) applyIfChanged(ctx context.Context, a *agentsv1al
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: c.name}, live)
 	switch {
 	case apierrors.IsNotFound(err):
-		live = nil
+		// Absent: apply it.
 	case err != nil:
 		return false, nil, fmt.Errorf("failed to get %s %s: %w", c.kind(), c.name, err)
 	case !metav1.IsControlledBy(live, a):

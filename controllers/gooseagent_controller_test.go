@@ -542,8 +542,7 @@ func TestUnsetReplicasLeftAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	h0 := sts.Spec.Template.Annotations[render.ConfigHashAnnotation]
-	var a *agentsv1alpha1.GooseAgent
-	a = updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
+	a := updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
 		a.Spec.Provider.Model = "gpt-4.1"
 	})
 	waitHashChange(t, ns, a.Name, h0, "a model change")
@@ -631,8 +630,7 @@ func TestNetworkPolicyPruned(t *testing.T) {
 	createCase(t, c, ns)
 	key := client.ObjectKey{Namespace: ns, Name: render.NetworkPolicyName(c.Agent)}
 	eventually(t, timeout, "NetworkPolicy", func() error { return env.Client.Get(ctx, key, &networkingv1.NetworkPolicy{}) })
-	var a *agentsv1alpha1.GooseAgent
-	a = updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
+	a := updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
 		a.Spec.NetworkPolicy = nil
 	})
 	eventually(t, timeout, "NetworkPolicy deletion", func() error {
@@ -640,7 +638,7 @@ func TestNetworkPolicyPruned(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (err %v)", err)
+		return fmt.Errorf("still there (err %w)", err)
 	})
 	// The other children stay.
 	if _, err := getSTS(ns, a.Name); err != nil {

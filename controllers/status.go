@@ -55,8 +55,8 @@ func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time)
 
 	var requeue time.Duration
 	sts := obs.sts
-	switch {
-	case sts == nil:
+	switch sts {
+	case nil:
 		msg := "waiting for the StatefulSet to be created"
 		set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, agentsv1alpha1.ReasonReconciling, msg)
 		set(agentsv1alpha1.ConditionProgressing, metav1.ConditionTrue, agentsv1alpha1.ReasonReconciling, msg)

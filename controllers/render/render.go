@@ -298,7 +298,7 @@ func configHash(a *agentsv1alpha1.GooseAgent, cfg, secretCfg string, in Inputs) 
 	h := sha256.New()
 	write := func(k, v string) {
 		// Length-prefixing keeps "ab"+"c" apart from "a"+"bc".
-		fmt.Fprintf(h, "%d:%s=%d:%s\n", len(k), k, len(v), v)
+		_, _ = fmt.Fprintf(h, "%d:%s=%d:%s\n", len(k), k, len(v), v) // a hash never fails to write
 	}
 	write("config.yaml", cfg)
 	write("secret-config.yaml", secretCfg)

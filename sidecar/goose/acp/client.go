@@ -142,7 +142,7 @@ func (c *Client) Health(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("failed to check health: %w", ctx.Err())
 		}
-		return fmt.Errorf("failed to check health: %w: %v", goose.ErrUnavailable, err)
+		return fmt.Errorf("failed to check health: %w: %w", goose.ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
@@ -271,7 +271,7 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("failed to connect to goose: %w", ctx.Err())
 		}
-		return nil, fmt.Errorf("failed to connect to goose: %w: %v", goose.ErrUnavailable, err)
+		return nil, fmt.Errorf("failed to connect to goose: %w: %w", goose.ErrUnavailable, err)
 	}
 
 	stream := newWSStream(ws)
@@ -293,7 +293,7 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		ClientInfo: &acpsdk.Implementation{Name: c.cfg.ClientName, Version: c.cfg.ClientVersion},
 	}
 	if _, err := acpsdk.SendRequest[json.RawMessage](cn.rpc, dctx, methodInitialize, init); err != nil {
-		stream.Close()
+		_ = stream.Close() // the connection failed already; its error is the one to report
 		<-cn.rpc.Done()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("failed to initialize ACP connection: %w", ctx.Err())
@@ -304,7 +304,7 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		stream.Close()
+		_ = stream.Close() // the connection failed already; its error is the one to report
 		<-cn.rpc.Done()
 		return nil, fmt.Errorf("failed to connect to goose: %w", ErrClosed)
 	}
@@ -332,7 +332,7 @@ func (c *Client) current() (*conn, error) {
 func (c *Client) watch(cn *conn) {
 	defer c.wg.Done()
 	<-cn.rpc.Done()
-	cn.stream.Close()
+	_ = cn.stream.Close() // already gone: nothing to report
 	c.mu.Lock()
 	if c.cur == cn {
 		c.cur = nil
@@ -348,7 +348,7 @@ func (c *Client) Close() error {
 	cn := c.cur
 	c.mu.Unlock()
 	if cn != nil {
-		cn.stream.Close()
+		_ = cn.stream.Close() // replies learn of it through their own calls
 	}
 	c.wg.Wait()
 	return nil

@@ -614,7 +614,7 @@ func TestConcurrentReplies(t *testing.T) {
 			}
 			u, err := c.Usage(context.Background(), id)
 			if err != nil || u.InputTokens != int64(10+len(text)) {
-				errs <- fmt.Errorf("session %s usage %+v %v", id, u, err)
+				errs <- fmt.Errorf("session %s usage %+v: %w", id, u, err)
 			}
 		}()
 	}

@@ -333,7 +333,7 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any, n
 			return fmt.Errorf("failed to encode request: %w", err)
 		}
 	}
-	resp, err := c.send(ctx, method, path, payload)
+	resp, err := c.send(ctx, method, path, payload) //nolint:bodyclose // closed by drainClose below
 	if err != nil {
 		return err
 	}

@@ -112,7 +112,7 @@ func TestDecoderFrames(t *testing.T) {
 			var ae *goose.AgentError
 			switch {
 			case tt.err != nil:
-				if !errors.As(err, &ae) || ae.Message != tt.err.(*goose.AgentError).Message {
+				if want, ok := errors.AsType[*goose.AgentError](tt.err); !ok || !errors.As(err, &ae) || ae.Message != want.Message {
 					t.Errorf("error %v, want %v", err, tt.err)
 				}
 			case strings.HasPrefix(tt.name, "malformed"):

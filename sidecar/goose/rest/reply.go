@@ -37,7 +37,7 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 			yield(nil, fmt.Errorf("failed to send reply: %w", errClientClosed))
 			return
 		}
-		defer c.untrack(sessionID, st)
+		defer func() { _ = c.untrack(sessionID, st) }() // why it ended is read where the stream stops
 
 		// ended picks the last value once the HTTP exchange failed.
 		ended := func(err error) {

@@ -350,7 +350,7 @@ func TestRetries(t *testing.T) {
 					t.Errorf("error not wrapped with its operation: %v", err)
 				}
 			}
-			if got := h.sleeps.got(); fmt.Sprint(got) != fmt.Sprint(tt.wantSleeps) && !(len(got) == 0 && len(tt.wantSleeps) == 0) {
+			if got := h.sleeps.got(); fmt.Sprint(got) != fmt.Sprint(tt.wantSleeps) && (len(got) != 0 || len(tt.wantSleeps) != 0) {
 				t.Errorf("sleeps %v, want %v", got, tt.wantSleeps)
 			}
 		})

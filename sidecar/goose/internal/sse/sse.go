@@ -88,7 +88,7 @@ func (r *Reader) Next() (Event, error) {
 	for {
 		line, err := r.readLine()
 		if err != nil {
-			if err == io.EOF && (r.pending || len(line) > 0) {
+			if errors.Is(err, io.EOF) && (r.pending || len(line) > 0) {
 				err = io.ErrUnexpectedEOF
 			}
 			r.err = err
