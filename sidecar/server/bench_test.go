@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +18,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/adk/model"
+	"google.golang.org/adk/session"
+	"google.golang.org/genai"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -32,10 +37,13 @@ import (
 //	           (auth, lenient layer, adkrest, runner, SQLite sessions, gooseagent)
 //
 // It prints a table: time to first event p50/p99, per-event latency inside a
-// stream, events/s over all streams, and heap+stack per open stream with
-// 1,000 streams held open at once. Everything (fake goose, proxy or sidecar,
-// clients) shares one process, so memory is compared as a delta between
-// paths. Run: go test -run '^$' -bench StreamPaths -benchtime 1x ./sidecar/server/
+// stream, events/s over all streams, heap+stack per open stream with 1,000
+// streams held open at once, and process CPU per reply; then each path's
+// ratios to direct. Everything (fake goose, proxy or sidecar, clients)
+// shares one process, so memory and CPU are compared as differences between
+// paths. On a shared machine the wall-clock figures move with other load;
+// CPU per reply moves much less. -stream-history=N first stores N events of
+// earlier sessions (default 0: an empty session database). Run: go test -run '^$' -bench StreamPaths -benchtime 1x ./sidecar/server/
 func BenchmarkStreamPaths(b *testing.B) {
 	const (
 		deltas      = 100 // text events per reply
@@ -45,7 +53,9 @@ func BenchmarkStreamPaths(b *testing.B) {
 	)
 	script := func(_ string, text string) goosetest.Reply {
 		if text == "hold" {
-			return goosetest.Reply{Steps: []goosetest.Step{{Text: "first"}, {Delay: 4 * time.Second, Text: "last"}}}
+			// Held until the phase cancels it: a stream that finished while
+			// the others were still opening would not count in the memory.
+			return goosetest.Reply{Steps: []goosetest.Step{{Text: "first"}, {Delay: 10 * time.Minute, Text: "last"}}}
 		}
 		steps := make([]goosetest.Step, 0, deltas+1)
 		for i := range deltas {
@@ -78,6 +88,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 	}
 	sidecarBackend := newClient(fake.URL)
 	sc := startSidecar(b, sidecarBackend, b.TempDir())
+	seedHistory(b, sc.srv.SessionService(), *benchHistory)
 
 	type path struct {
 		name  string
@@ -144,6 +155,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 		perEvent       []time.Duration
 		events         int
 		wall           time.Duration
+		cpu            time.Duration // process CPU during the throughput phase
 		bytesPerStream float64
 	}
 	results := map[string]*result{}
@@ -160,7 +172,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 				var mu sync.Mutex
 				sem := make(chan struct{}, concurrency)
 				var wg sync.WaitGroup
-				start := time.Now()
+				start, cpu0 := time.Now(), processCPU()
 				for _, run := range runs {
 					wg.Add(1)
 					sem <- struct{}{}
@@ -190,6 +202,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 				}
 				wg.Wait()
 				res.wall += time.Since(start)
+				res.cpu += processCPU() - cpu0
 
 				// Memory: hold `held` streams open after their first event.
 				holds := make([]func(context.Context, string, func()) error, held)
@@ -227,6 +240,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 			b.ReportMetric(float64(pct(res.perEvent, 50).Microseconds()), "event-p50-µs")
 			b.ReportMetric(float64(res.events)/res.wall.Seconds(), "events/s")
 			b.ReportMetric(res.bytesPerStream/1024, "KiB/open-stream")
+			b.ReportMetric(ms(res.cpu)/float64(b.N*streams), "cpu-ms/reply")
 			results[p.name] = res
 		})
 	}
@@ -234,22 +248,47 @@ func BenchmarkStreamPaths(b *testing.B) {
 		return
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "\n%d replies x %d deltas at concurrency %d; memory with %d streams open (heap+stack, whole process)\n", streams, deltas, concurrency, held)
-	fmt.Fprintf(&out, "%-10s %12s %12s %14s %12s %16s\n", "path", "TTFE p50", "TTFE p99", "per-event p50", "events/s", "KiB/open stream")
+	fmt.Fprintf(&out, "\n%d replies x %d deltas at concurrency %d; memory with %d streams open (heap+stack, whole process);\n", streams, deltas, concurrency, held)
+	fmt.Fprintf(&out, "CPU is the whole process's (fake goose and clients included) per reply\n")
+	fmt.Fprintf(&out, "%-10s %12s %12s %14s %12s %16s %13s\n", "path", "TTFE p50", "TTFE p99", "per-event p50", "events/s", "KiB/open stream", "CPU ms/reply")
 	d := results["direct"]
+	rate := func(r *result) float64 { return float64(r.events) / r.wall.Seconds() }
+	cpu := func(r *result) float64 { return ms(r.cpu) / float64(b.N*streams) }
 	for _, p := range paths {
 		r := results[p.name]
-		fmt.Fprintf(&out, "%-10s %12s %12s %14s %12.0f %16.1f\n", p.name, pct(r.ttfe, 50).Round(time.Microsecond), pct(r.ttfe, 99).Round(time.Microsecond),
-			pct(r.perEvent, 50).Round(100*time.Nanosecond), float64(r.events)/r.wall.Seconds(), r.bytesPerStream/1024)
+		fmt.Fprintf(&out, "%-10s %12s %12s %14s %12.0f %16.1f %13.2f\n", p.name, pct(r.ttfe, 50).Round(time.Microsecond), pct(r.ttfe, 99).Round(time.Microsecond),
+			pct(r.perEvent, 50).Round(100*time.Nanosecond), rate(r), r.bytesPerStream/1024, cpu(r))
 	}
 	for _, name := range []string{"proxy", "adk2goose"} {
 		r := results[name]
-		fmt.Fprintf(&out, "%-10s vs direct: TTFE p50 x%.1f, p99 x%.1f, per-event x%.1f, events/s x%.2f, memory/stream x%.1f\n", name,
+		fmt.Fprintf(&out, "%-10s vs direct: TTFE p50 x%.1f, p99 x%.1f, per-event x%.1f, events/s x%.2f, memory/stream x%.1f, CPU/reply x%.1f\n", name,
 			ratio(pct(r.ttfe, 50), pct(d.ttfe, 50)), ratio(pct(r.ttfe, 99), pct(d.ttfe, 99)),
 			ratio(pct(r.perEvent, 50), pct(d.perEvent, 50)),
-			(float64(r.events)/r.wall.Seconds())/(float64(d.events)/d.wall.Seconds()), r.bytesPerStream/d.bytesPerStream)
+			rate(r)/rate(d), r.bytesPerStream/d.bytesPerStream, ratio(r.cpu, d.cpu))
 	}
 	fmt.Fprint(os.Stdout, out.String())
+}
+
+var benchHistory = flag.Int("stream-history", 0,
+	"BenchmarkStreamPaths: events of earlier sessions stored before measuring, as on a sidecar that has served for a while")
+
+// seedHistory stores n events spread over n/100 earlier sessions.
+func seedHistory(b *testing.B, svc session.Service, n int) {
+	ctx := b.Context()
+	for i := 0; i < n; i += 100 {
+		cr, err := svc.Create(ctx, &session.CreateRequest{AppName: appName, UserID: "history", SessionID: fmt.Sprint("h", i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := range min(100, n-i) {
+			ev := session.NewEvent("seed")
+			ev.Author = appName
+			ev.LLMResponse = model.LLMResponse{Content: genai.NewContentFromText(fmt.Sprintf("earlier reply %d, long enough to look like one", j), genai.RoleModel)}
+			if err := svc.AppendEvent(ctx, cr.Session, ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }
 
 func pct(ds []time.Duration, p int) time.Duration {

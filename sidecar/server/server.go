@@ -45,15 +45,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/glebarez/sqlite"
-	gormlogger "gorm.io/gorm/logger"
-
-	"gorm.io/gorm"
-
 	"google.golang.org/adk/agent"
 	"google.golang.org/adk/server/adkrest"
 	"google.golang.org/adk/session"
-	"google.golang.org/adk/session/database"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
@@ -147,7 +141,7 @@ type Server struct {
 	agent    agent.Agent
 	control  *gooseagent.Controller
 	sessions session.Service
-	sessDB   *sql.DB
+	sessDBs  []*sql.DB
 	usage    *UsageStore
 	activity *activity
 	metrics  *metrics
@@ -183,17 +177,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}()
 
 	var err error
-	s.sessDB, err = sql.Open("sqlite", sqliteDSN(filepath.Join(cfg.DataDir, SessionsDBFile)))
+	s.sessDBs, s.sessions, err = openSessionService(ctx, filepath.Join(cfg.DataDir, SessionsDBFile))
 	if err != nil {
-		return nil, fmt.Errorf("failed to open session database: %w", err)
-	}
-	s.sessions, err = database.NewSessionService(&sqlite.Dialector{Conn: s.sessDB},
-		&gorm.Config{Logger: gormlogger.Default.LogMode(gormlogger.Silent)})
-	if err != nil {
-		return nil, fmt.Errorf("failed to create session service: %w", err)
-	}
-	if err := database.AutoMigrate(s.sessions); err != nil {
-		return nil, fmt.Errorf("failed to migrate session database: %w", err)
+		return nil, err
 	}
 	s.usage, err = OpenUsageStore(ctx, filepath.Join(cfg.DataDir, UsageDBFile))
 	if err != nil {
@@ -252,7 +238,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Agent is the goose agent the server runs.
 func (s *Server) Agent() agent.Agent { return s.agent }
 
-// SessionService is the ADK session service (SQLite).
+// SessionService is the ADK session service (SQLite). It wraps adk-go's
+// database service, so database.AutoMigrate does not accept it (New has
+// migrated the database already).
 func (s *Server) SessionService() session.Service { return s.sessions }
 
 // Serve serves on ln until ctx is done, then drains: it stops accepting,
@@ -333,8 +321,8 @@ func (s *Server) Close() error {
 		if s.usage != nil {
 			err = errors.Join(err, s.usage.Close())
 		}
-		if s.sessDB != nil {
-			err = errors.Join(err, s.sessDB.Close())
+		for _, db := range s.sessDBs {
+			err = errors.Join(err, db.Close())
 		}
 	})
 	return err

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/gorm"
+	gormlogger "gorm.io/gorm/logger"
+
+	"google.golang.org/adk/session"
+	"google.golang.org/adk/session/database"
+)
+
+// sessionReadConns bounds the pool the session service reads from, and as
+// many connections stay open when idle: database/sql keeps only 2 by
+// default, so concurrent runs kept opening new ones, each paying for the
+// open, the DSN pragmas, a schema parse and a cold page cache. Reads are
+// CPU-bound in-process, so a few connections suffice.
+const sessionReadConns = 8
+
+// openSessionService opens adk-go's database session service on the SQLite
+// file at path, migrates it, and adds the index its reads need. Reads and
+// writes go through two pools (see sessionService); Close the *sql.DBs.
+func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc session.Service, err error) {
+	defer func() {
+		if err != nil {
+			for _, db := range dbs {
+				_ = db.Close()
+			}
+			dbs = nil
+		}
+	}()
+	open := func(conns int) (session.Service, error) {
+		db, err := sql.Open("sqlite", sqliteDSN(path))
+		if err != nil {
+			return nil, fmt.Errorf("failed to open session database: %w", err)
+		}
+		dbs = append(dbs, db)
+		db.SetMaxOpenConns(conns)
+		db.SetMaxIdleConns(conns)
+		svc, err := database.NewSessionService(&sqlite.Dialector{Conn: db},
+			&gorm.Config{Logger: gormlogger.Default.LogMode(gormlogger.Silent)})
+		if err != nil {
+			return nil, fmt.Errorf("failed to create session service: %w", err)
+		}
+		return svc, nil
+	}
+	w, err := open(1)
+	if err != nil {
+		return dbs, nil, err
+	}
+	r, err := open(sessionReadConns)
+	if err != nil {
+		return dbs, nil, err
+	}
+	if err := database.AutoMigrate(w); err != nil {
+		return dbs, nil, fmt.Errorf("failed to migrate session database: %w", err)
+	}
+	// adk-go reads a session's events with WHERE app_name, user_id,
+	// session_id ORDER BY timestamp, twice per run, but the events table's
+	// only index is its primary key, which starts with the event id: every
+	// run scanned and sorted the events of all sessions ever stored. Checked
+	// on every start, since gorm's SQLite migrator rebuilds a table (dropping
+	// its other indexes) when it changes a column.
+	if err := ensureIndex(ctx, dbs[0], eventsIndex, eventsIndexDDL); err != nil {
+		return dbs, nil, err
+	}
+	return dbs, newSessionService(r, w), nil
+}
+
+// eventsIndexDDL is written out plainly, without IF NOT EXISTS: gorm's
+// SQLite migrator parses the stored DDL of a table's indexes on AutoMigrate
+// and fails on anything its pattern (CREATE INDEX name ON ...) does not match.
+const (
+	eventsIndex    = "adk2goose_events_by_session"
+	eventsIndexDDL = "CREATE INDEX " + eventsIndex + " ON events (app_name, user_id, session_id, timestamp)"
+)
+
+func ensureIndex(ctx context.Context, db *sql.DB, name, ddl string) error {
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?", name).Scan(&n); err != nil {
+		return fmt.Errorf("failed to look up index %s: %w", name, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("failed to create index %s: %w", name, err)
+	}
+	return nil
+}
+
+// sessionService is adk-go's database session service with its reads and
+// writes on separate connection pools; each call is passed unchanged to one
+// of two instances of that (stateless) service on the same database.
+//
+// SQLite admits one writer at a time. In one shared pool, the others took a
+// connection and then waited in busy_timeout's handler, which sleeps 1, 2,
+// 5, … up to 100 ms between attempts and does not wake in order; with
+// concurrent runs that polling, not the writes, was most of a run's time to
+// first event (the runner appends the user message before the agent
+// starts). Here writers queue in arrival order (gate) for the one write
+// connection, which is handed over as soon as the previous one commits; and
+// readers, which WAL never makes wait for the writer, cannot hold the writer
+// up by taking all connections.
+type sessionService struct {
+	session.Service // reads
+	w               session.Service
+	gate            chan struct{}
+}
+
+func newSessionService(r, w session.Service) *sessionService {
+	return &sessionService{Service: r, w: w, gate: make(chan struct{}, 1)}
+}
+
+// acquire waits for the write turn. When ctx ends first the write goes
+// ahead ungated, so that the service fails it exactly as it would have.
+func (s *sessionService) acquire(ctx context.Context) (release func()) {
+	select {
+	case s.gate <- struct{}{}:
+		return func() { <-s.gate }
+	case <-ctx.Done():
+		return func() {}
+	}
+}
+
+func (s *sessionService) Create(ctx context.Context, req *session.CreateRequest) (*session.CreateResponse, error) {
+	defer s.acquire(ctx)()
+	return s.w.Create(ctx, req)
+}
+
+func (s *sessionService) Delete(ctx context.Context, req *session.DeleteRequest) error {
+	defer s.acquire(ctx)()
+	return s.w.Delete(ctx, req)
+}
+
+func (s *sessionService) AppendEvent(ctx context.Context, sess session.Session, ev *session.Event) error {
+	// The database service drops partial events without touching the
+	// database; they need no turn.
+	if ev == nil || !ev.Partial {
+		defer s.acquire(ctx)()
+	}
+	return s.w.AppendEvent(ctx, sess, ev)
+}

@@ -1,0 +1,182 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/adk/model"
+	"google.golang.org/adk/session"
+	"google.golang.org/genai"
+)
+
+func openTestSessions(t *testing.T, dir string) session.Service {
+	t.Helper()
+	dbs, svc, err := openSessionService(t.Context(), filepath.Join(dir, SessionsDBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, db := range dbs {
+			_ = db.Close()
+		}
+	})
+	return svc
+}
+
+func textEvent(author, text string, partial bool) *session.Event {
+	ev := session.NewEvent("inv-1")
+	ev.Author = author
+	ev.LLMResponse = model.LLMResponse{Content: genai.NewContentFromText(text, genai.RoleModel), Partial: partial}
+	return ev
+}
+
+// The split pools must keep adk-go's session semantics: what one call
+// writes the next reads, partial events are not stored, stale sessions are
+// refused, deletes delete.
+func TestSessionServiceSemantics(t *testing.T) {
+	ctx := t.Context()
+	svc := openTestSessions(t, t.TempDir())
+	cr, err := svc.Create(ctx, &session.CreateRequest{AppName: "a", UserID: "u", SessionID: "s", State: map[string]any{"k": "v", "app:x": 1.0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := cr.Session
+	for i, partial := range []bool{true, false, true, false} {
+		ev := textEvent("goose", fmt.Sprint("t", i), partial)
+		if i == 3 {
+			ev.Actions.StateDelta = map[string]any{"k": "w"}
+		}
+		if err := svc.AppendEvent(ctx, sess, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := svc.Get(ctx, &session.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := got.Session.Events()
+	if evs.Len() != 2 || evs.At(0).Content.Parts[0].Text != "t1" || evs.At(1).Content.Parts[0].Text != "t3" {
+		t.Fatalf("stored events: %d", evs.Len())
+	}
+	if v, _ := got.Session.State().Get("k"); v != "w" {
+		t.Fatalf("state k = %v", v)
+	}
+	if v, _ := got.Session.State().Get("app:x"); v != 1.0 {
+		t.Fatalf("state app:x = %v", v)
+	}
+	// The first handle is now stale for the service, as with adk-go alone.
+	old, err := svc.Get(ctx, &session.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AppendEvent(ctx, got.Session, textEvent("goose", "t4", false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AppendEvent(ctx, old.Session, textEvent("goose", "t5", false)); err == nil || !strings.Contains(err.Error(), "stale session") {
+		t.Fatalf("append to stale session: %v", err)
+	}
+	list, err := svc.List(ctx, &session.ListRequest{AppName: "a"})
+	if err != nil || len(list.Sessions) != 1 {
+		t.Fatalf("list: %v %v", list, err)
+	}
+	if err := svc.Delete(ctx, &session.DeleteRequest{AppName: "a", UserID: "u", SessionID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Get(ctx, &session.GetRequest{AppName: "a", UserID: "u", SessionID: "s"}); err == nil {
+		t.Fatal("deleted session still there")
+	}
+	// A write whose context has ended fails as adk-go fails it, not hangs.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := svc.Create(cctx, &session.CreateRequest{AppName: "a", UserID: "u", SessionID: "s2"}); err == nil {
+		t.Fatal("create with a cancelled context succeeded")
+	}
+}
+
+// Concurrent writers to one SQLite file all get through, in order per
+// session, without busy errors.
+func TestSessionServiceConcurrentWrites(t *testing.T) {
+	ctx := t.Context()
+	svc := openTestSessions(t, t.TempDir())
+	const sessions, events = 20, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	for i := range sessions {
+		wg.Go(func() {
+			id := fmt.Sprint("s", i)
+			cr, err := svc.Create(ctx, &session.CreateRequest{AppName: "a", UserID: "u", SessionID: id})
+			if err != nil {
+				errs <- err
+				return
+			}
+			for j := range events {
+				if _, err := svc.Get(ctx, &session.GetRequest{AppName: "a", UserID: "u", SessionID: id}); err != nil {
+					errs <- err
+					return
+				}
+				if err := svc.AppendEvent(ctx, cr.Session, textEvent("goose", fmt.Sprint(j), false)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i := range sessions {
+		got, err := svc.Get(ctx, &session.GetRequest{AppName: "a", UserID: "u", SessionID: fmt.Sprint("s", i)})
+		if err != nil || got.Session.Events().Len() != events {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		for j := range events {
+			if txt := got.Session.Events().At(j).Content.Parts[0].Text; txt != fmt.Sprint(j) {
+				t.Fatalf("session %d event %d: %q", i, j, txt)
+			}
+		}
+	}
+}
+
+// adk-go's event query must use the index, not scan every stored event.
+func TestSessionEventsIndexed(t *testing.T) {
+	dir := t.TempDir()
+	dbs, _, err := openSessionService(t.Context(), filepath.Join(dir, SessionsDBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, db := range dbs {
+			_ = db.Close()
+		}
+	}()
+	// The statements gorm emits for database.Get (seen with a gorm logger),
+	// without and with GetRequest.After and NumRecentEvents.
+	for _, q := range []string{
+		"SELECT * FROM `events` WHERE app_name = 'a' AND user_id = 'u' AND session_id = 's' ORDER BY timestamp DESC",
+		"SELECT * FROM `events` WHERE app_name = 'a' AND user_id = 'u' AND session_id = 's' AND timestamp >= '2026-01-01' ORDER BY timestamp DESC LIMIT 10",
+	} {
+		rows, err := dbs[1].QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		_ = rows.Close()
+		if p := strings.Join(plan, "; "); !strings.Contains(p, "USING INDEX "+eventsIndex) || strings.Contains(p, "TEMP B-TREE") {
+			t.Fatalf("query plan of %s: %s", q, p)
+		}
+	}
+}
