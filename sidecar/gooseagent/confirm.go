@@ -274,7 +274,10 @@ func (g *gooseAgent) expire(key SessionKey, e *sessionEntry, p *pausedReply) {
 		return
 	}
 	reason := fmt.Sprintf("timed out after %s without an answer; goose was told the tool call is denied", g.cfg.ConfirmationTimeout)
-	g.record(key, p, g.abandon(session.NewEventWithContext(context.Background(), p.invocationID), key, e, p, ErrorCodeConfirmationTimeout, reason))
+	// Record before goose hears of the denial, so that whoever learns of it
+	// from goose (or from the reply ending) already finds it in the history.
+	g.record(key, p, abandonedEvent(session.NewEventWithContext(context.Background(), p.invocationID), g.cfg.Name, p, ErrorCodeConfirmationTimeout, reason))
+	g.deny(key, e, p, ErrorCodeConfirmationTimeout, reason)
 }
 
 // abandon ends a claimed paused reply without a user answer: goose gets a
@@ -282,6 +285,13 @@ func (g *gooseAgent) expire(key SessionKey, e *sessionEntry, p *pausedReply) {
 // returns the event that tells the session why; the caller emits it in its
 // turn or records it with record.
 func (g *gooseAgent) abandon(ev *session.Event, key SessionKey, e *sessionEntry, p *pausedReply, code, reason string) *session.Event {
+	g.deny(key, e, p, code, reason)
+	return abandonedEvent(ev, g.cfg.Name, p, code, reason)
+}
+
+// deny tells goose a claimed paused reply's tool call is denied and cancels
+// the reply.
+func (g *gooseAgent) deny(key SessionKey, e *sessionEntry, p *pausedReply, code, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.UsageTimeout)
 	defer cancel()
 	if err := g.cfg.Backend.Approve(ctx, p.gooseID, p.approval.ID, goose.DenyOnce); err != nil {
@@ -293,7 +303,6 @@ func (g *gooseAgent) abandon(ev *session.Event, key SessionKey, e *sessionEntry,
 	g.resolved(e, p.confID, reason)
 	g.cfg.Logger.InfoContext(ctx, "tool confirmation abandoned", "adk_session", key.SessionID,
 		"goose_session", p.gooseID, "tool", p.approval.ToolName, "code", code, "reason", reason)
-	return abandonedEvent(ev, g.cfg.Name, p, code, reason)
 }
 
 // record appends an event to a session outside any turn. The caller holds
