@@ -10,9 +10,12 @@ FUZZTIME ?= 10s
 LOCALBIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen
 KUSTOMIZE := $(LOCALBIN)/kustomize
+HELM := $(LOCALBIN)/helm
+CHART := charts/goose-operator
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
-# Files `make manifests generate` writes; `make test` fails when they are stale.
-GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml
+# Files `make manifests generate build-installer` writes; `make test` fails when they are stale.
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml \
+	$(CHART)/crds $(CHART)/files/manager-role.yaml dist/install.yaml
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -29,17 +32,20 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests from the Go markers.
+manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests from the Go markers (and their copies in the Helm chart).
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	@# The chart ships byte copies so that it cannot drift from the markers.
+	rm -f $(CHART)/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART)/crds/
+	cp config/rbac/role.yaml $(CHART)/files/manager-role.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate the DeepCopy methods of the API types.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
 .PHONY: verify-generated
-verify-generated: ## Fail when the committed generated files are not what `make manifests generate` writes.
+verify-generated: ## Fail when the committed generated files are not what `make manifests generate build-installer` writes.
 	@before=$$(find $(GENERATED) -type f | sort | xargs sha256sum); \
-	$(MAKE) --no-print-directory manifests generate >/dev/null; \
+	$(MAKE) --no-print-directory manifests generate build-installer >/dev/null; \
 	after=$$(find $(GENERATED) -type f | sort | xargs sha256sum); \
 	if [[ "$$before" != "$$after" ]]; then \
 	  echo "generated files were stale and have been regenerated: commit them"; \
@@ -70,13 +76,19 @@ envtest: ## Build (once) the envtest kube-apiserver, etcd and kubectl from Go mo
 	@hack/setup-envtest.sh
 
 .PHONY: test
-test: verify-generated vet ## Run every test: unit, envtest (toolchain set up automatically) and short fuzzing.
+test: verify-generated vet $(KUSTOMIZE) $(HELM) ## Run every test: unit, envtest (toolchain set up automatically), the Dockerfile check and short fuzzing.
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test ./... -coverprofile cover.out
+	$(MAKE) --no-print-directory test-dockerfile
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no control plane (envtest suites skip themselves).
 	go test ./...
+
+.PHONY: test-dockerfile
+test-dockerfile: ## Check the Dockerfile's targets, stages and build steps against `make build` (no container engine needed).
+	@# A module of its own: the BuildKit parser would upgrade otel, grpc and x/* in the main module.
+	cd test/dockerfile && go vet ./... && go test ./...
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each.
@@ -99,6 +111,16 @@ docker-build: ## Build the manager and adk2goose images (needs a container engin
 	$(CONTAINER_TOOL) build --target adk2goose -t $(IMG_SIDECAR) .
 
 ##@ Deployment
+
+.PHONY: build-installer
+build-installer: manifests $(KUSTOMIZE) ## Render config/default into dist/install.yaml (CRD, RBAC, manager) for `kubectl apply --server-side -f`.
+	mkdir -p dist
+	$(KUSTOMIZE) build config/default > dist/install.yaml.tmp
+	mv dist/install.yaml.tmp dist/install.yaml
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## Lint the Helm chart in charts/goose-operator.
+	$(HELM) lint --strict $(CHART)
 
 .PHONY: install
 install: manifests $(KUSTOMIZE) ## Install the CRDs into the cluster of the current kubeconfig.
@@ -123,6 +145,9 @@ $(CONTROLLER_GEN): hack/tools/go.mod
 
 $(KUSTOMIZE): hack/tools/go.mod
 	cd hack/tools && go build -o $@ sigs.k8s.io/kustomize/kustomize/v5
+
+$(HELM): hack/tools/go.mod
+	cd hack/tools && go build -o $@ helm.sh/helm/v4/cmd/helm
 
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
