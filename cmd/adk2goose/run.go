@@ -179,7 +179,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	if err != nil {
 		return fmt.Errorf("failed to create goose client: %w", err)
 	}
-	defer backend.Close()
+	defer func() { _ = backend.Close() }() // sessions persist in goose; a failed close loses nothing
 
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
@@ -217,7 +217,11 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		_ = ln.Close()
 		return fmt.Errorf("failed to create server: %w", err)
 	}
-	defer srv.Close()
+	defer func() {
+		if err := srv.Close(); err != nil {
+			log.Error("failed to close server", "error", err)
+		}
+	}()
 	log.Info("starting adk2goose", "version", version, "goose_url", o.gooseURL, "goose_flavor", o.gooseFlavor,
 		"data_dir", o.dataDir, "public_base_url", o.publicBaseURL, "app", o.appName,
 		"goose_secret_set", secret != "", "cors_origins", origins)

@@ -3,6 +3,7 @@ package gooseagent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -235,11 +236,7 @@ func TestConfirmationTimeout(t *testing.T) {
 }
 
 func asConfirmationError(err error, target **gooseagent.ConfirmationError) bool {
-	ce, ok := err.(*gooseagent.ConfirmationError)
-	if ok {
-		*target = ce
-	}
-	return ok
+	return errors.As(err, target)
 }
 
 func TestConfirmationSupersededAndClose(t *testing.T) {

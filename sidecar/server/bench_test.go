@@ -281,7 +281,7 @@ func seedHistory(b *testing.B, svc session.Service, n int) {
 			b.Fatal(err)
 		}
 		for j := range min(100, n-i) {
-			ev := session.NewEvent("seed")
+			ev := session.NewEventWithContext(context.Background(), "seed")
 			ev.Author = appName
 			ev.LLMResponse = model.LLMResponse{Content: genai.NewContentFromText(fmt.Sprintf("earlier reply %d, long enough to look like one", j), genai.RoleModel)}
 			if err := svc.AppendEvent(ctx, cr.Session, ev); err != nil {

@@ -289,7 +289,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	}
 	_ = s.a2aExec.wait(gctx)
 	waitGroup(gctx, &s.inflight)
-	<-errc
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error("server stopped with an error", "error", err)
+	}
 	s.log.Info("stopped")
 	return nil
 }
@@ -346,7 +348,7 @@ func recoverPanics(next http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
+				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
 				}
 				log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))

@@ -28,7 +28,7 @@ func openTestSessions(t *testing.T, dir string) session.Service {
 }
 
 func textEvent(author, text string, partial bool) *session.Event {
-	ev := session.NewEvent("inv-1")
+	ev := session.NewEventWithContext(context.Background(), "inv-1")
 	ev.Author = author
 	ev.LLMResponse = model.LLMResponse{Content: genai.NewContentFromText(text, genai.RoleModel), Partial: partial}
 	return ev
