@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -30,10 +29,10 @@ import (
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/internal/testenv"
-	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/server"
+	"github.com/adk2goose/goose-operator/sidecar/server/servertest"
 )
 
 func TestParseUI(t *testing.T) {
@@ -182,29 +181,7 @@ func startSidecar(t *testing.T, token string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(t.Context(), server.Config{
-		Backend: b, AppName: "coder", DataDir: t.TempDir(), PublicBaseURL: "http://" + ln.Addr().String(), AuthToken: token,
-		StartOptions: goose.StartOptions{WorkingDir: "/tmp"}, SSEWriteTimeout: time.Minute,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, 5*time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		_ = srv.Close()
-	})
-	return ln.Addr().String()
+	return servertest.Start(t, server.Config{Backend: b, AppName: "coder", DataDir: t.TempDir(), AuthToken: token}).Addr
 }
 
 // uiRun is one `adk2goose ui` invocation running in the background.

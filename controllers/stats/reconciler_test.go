@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,6 +34,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/server"
+	"github.com/adk2goose/goose-operator/sidecar/server/servertest"
 )
 
 const token = "stats-token"
@@ -68,33 +67,9 @@ func startSidecar(t *testing.T, fake *goosetest.Serve) *sidecar {
 }
 
 func (s *sidecar) start() {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	srv, err := server.New(context.Background(), server.Config{
-		Backend: s.backend, AppName: "goose", DataDir: s.dataDir, PublicBaseURL: base, AuthToken: token,
-		StartOptions: goose.StartOptions{WorkingDir: "/tmp"},
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, time.Second) }()
+	sc := servertest.Start(s.t, server.Config{Backend: s.backend, AppName: "goose", DataDir: s.dataDir, AuthToken: token})
 	s.mu.Lock()
-	s.url = base
-	s.stop = func() {
-		cancel()
-		if err := <-done; err != nil {
-			s.t.Errorf("sidecar serve: %v", err)
-		}
-		if err := srv.Close(); err != nil {
-			s.t.Errorf("sidecar close: %v", err)
-		}
-	}
+	s.url, s.stop = sc.URL, sc.Stop
 	s.mu.Unlock()
 }
 

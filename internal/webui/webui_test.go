@@ -2,10 +2,8 @@ package webui_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,10 +16,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/adk2goose/goose-operator/internal/webui"
-	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/server"
+	"github.com/adk2goose/goose-operator/sidecar/server/servertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -37,30 +35,11 @@ func startSidecar(t *testing.T, script goosetest.Script) *url.URL {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	sc := servertest.Start(t, server.Config{Backend: b, AppName: "goose", DataDir: t.TempDir(), AuthToken: token})
+	u, err := url.Parse(sc.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := "http://" + ln.Addr().String()
-	srv, err := server.New(t.Context(), server.Config{
-		Backend: b, AppName: "goose", DataDir: t.TempDir(), PublicBaseURL: base, AuthToken: token,
-		StartOptions: goose.StartOptions{WorkingDir: "/tmp"}, SSEWriteTimeout: time.Minute,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, 5*time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		_ = srv.Close()
-	})
-	u, _ := url.Parse(base)
 	return u
 }
 

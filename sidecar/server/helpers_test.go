@@ -3,10 +3,8 @@ package server_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
 	"github.com/adk2goose/goose-operator/sidecar/server"
+	"github.com/adk2goose/goose-operator/sidecar/server/servertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -105,44 +104,15 @@ type option func(*server.Config)
 // startSidecar runs a real server on a loopback port, serving until stop.
 func startSidecar(t testing.TB, b goose.Backend, dataDir string, opts ...option) *sidecar {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
 	cfg := server.Config{
-		Backend: b, AppName: appName, DataDir: dataDir, PublicBaseURL: base,
-		AuthToken: testToken, StartOptions: goose.StartOptions{WorkingDir: "/tmp"},
-		SSEWriteTimeout: time.Minute,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Backend: b, AppName: appName, DataDir: dataDir, AuthToken: testToken,
+		StartOptions: goose.StartOptions{WorkingDir: "/tmp"},
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err := server.New(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, 5*time.Second) }()
-	sc := &sidecar{t: t, URL: base, srv: srv}
-	stopped := false
-	sc.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		if err := srv.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	}
-	t.Cleanup(sc.stop)
-	return sc
+	sc := servertest.Start(t, cfg)
+	return &sidecar{t: t, URL: sc.URL, srv: sc.Server, stop: sc.Stop}
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
