@@ -99,9 +99,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 20000x executions; a d
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager and adk2goose binaries into bin/.
+build: ## Build the manager, adk2goose (the images' binaries) and goosectl (a CLI for people) into bin/.
 	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/adk2goose ./cmd/adk2goose
+	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/goosectl ./cmd/goosectl
 
 .PHONY: run
 run: manifests generate ## Run the manager against the cluster of the current kubeconfig.

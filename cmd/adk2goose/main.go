@@ -7,10 +7,6 @@
 // adk_request_confirmation call (A2A: an input-required task) and denies it
 // when no answer arrives within -confirmation-timeout. The default mode stays
 // auto, goose's own default.
-//
-// `adk2goose ui NAME` is a convenience for people, not part of the sidecar: it
-// serves the ADK web UI locally for a GooseAgent, through a port-forward
-// (see ui.go).
 package main
 
 import (
@@ -24,13 +20,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	var err error
-	if args := os.Args[1:]; len(args) > 0 && args[0] == "ui" {
-		err = runUI(ctx, args[1:], defaultUIEnv())
-	} else {
-		err = run(ctx, args, os.Getenv)
-	}
-	if err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, "adk2goose:", err)
 		os.Exit(1)
 	}

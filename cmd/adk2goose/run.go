@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/secretfile"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
@@ -127,18 +128,6 @@ func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("unknown log format %q", o.logFormat)
 }
 
-func readSecret(path, what string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("failed to read %s: %w", what, err)
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "", fmt.Errorf("failed to read %s: %s is empty", what, path)
-	}
-	return s, nil
-}
-
 // run is the whole program; main only wires signals. It returns after a
 // graceful drain once ctx is done.
 func run(ctx context.Context, args []string, getenv func(string) string) error {
@@ -156,13 +145,13 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	}
 	secret := o.gooseSecretEnv
 	if o.gooseSecretFile != "" {
-		if secret, err = readSecret(o.gooseSecretFile, "goose secret"); err != nil {
+		if secret, err = secretfile.Read(o.gooseSecretFile, "goose secret"); err != nil {
 			return err
 		}
 	}
 	var token string
 	if o.authTokenFile != "" {
-		if token, err = readSecret(o.authTokenFile, "auth token"); err != nil {
+		if token, err = secretfile.Read(o.authTokenFile, "auth token"); err != nil {
 			return err
 		}
 	} else {

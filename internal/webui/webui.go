@@ -97,7 +97,7 @@ func newProxy(backend *url.URL, token string, log *slog.Logger) http.Handler {
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			log.Warn("proxy to the agent failed", "path", r.URL.Path, "err", err)
-			http.Error(w, "adk2goose ui: the agent did not answer through the port-forward: "+err.Error(), http.StatusBadGateway)
+			http.Error(w, "goosectl ui: the agent did not answer through the port-forward: "+err.Error(), http.StatusBadGateway)
 		},
 	}
 }
@@ -119,7 +119,7 @@ func guard(next http.Handler, host string) http.Handler {
 				http.Redirect(w, r, self+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 				return
 			}
-			http.Error(w, fmt.Sprintf("adk2goose ui: unexpected Host %q: open %s", r.Host, self), http.StatusMisdirectedRequest)
+			http.Error(w, fmt.Sprintf("goosectl ui: unexpected Host %q: open %s", r.Host, self), http.StatusMisdirectedRequest)
 			return
 		}
 		if p := path.Clean(r.URL.Path); p != APIPrefix && !strings.HasPrefix(p, APIPrefix+"/") {
@@ -127,11 +127,11 @@ func guard(next http.Handler, host string) http.Handler {
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" && o != self {
-			http.Error(w, "adk2goose ui: cross-origin request refused", http.StatusForbidden)
+			http.Error(w, "goosectl ui: cross-origin request refused", http.StatusForbidden)
 			return
 		}
 		if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
-			http.Error(w, "adk2goose ui: cross-site request refused", http.StatusForbidden)
+			http.Error(w, "goosectl ui: cross-site request refused", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)

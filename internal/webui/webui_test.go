@@ -43,7 +43,7 @@ func startSidecar(t *testing.T, script goosetest.Script) *url.URL {
 	return u
 }
 
-// startUI serves the UI handler on a loopback port, as `adk2goose ui` does.
+// startUI serves the UI handler on a loopback port, as `goosectl ui` does.
 func startUI(t *testing.T, backend *url.URL) string {
 	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)

@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
-	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/internal/testenv"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -64,25 +63,11 @@ func TestParseUI(t *testing.T) {
 		}
 	}
 	var usage strings.Builder
-	if _, err := parseUI([]string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) || !strings.Contains(usage.String(), "adk2goose ui NAME") {
+	if _, err := parseUI([]string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) || !strings.Contains(usage.String(), "goosectl ui NAME") {
 		t.Fatalf("help: %v %q", err, usage.String())
 	}
 	if err := runUI(t.Context(), []string{"--help"}, uiEnv{stdout: io.Discard, stderr: io.Discard}); err != nil {
 		t.Fatalf("help is not an error: %v", err)
-	}
-	// The sidecar's own parsing is unchanged: a stray positional still fails.
-	if _, err := parse([]string{"-insecure-no-auth", "ui"}, envMap(nil), io.Discard); err == nil {
-		t.Fatal("sidecar accepted a positional argument")
-	}
-}
-
-// TestNamesMatchRender: ui.go repeats the operator's child names to keep
-// the renderer out of the sidecar binary; they must not drift.
-func TestNamesMatchRender(t *testing.T) {
-	a := &agentsv1alpha1.GooseAgent{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "coder"}}
-	if serviceName(a) != render.ServiceName(a) || secretName(a) != render.SecretName(a) ||
-		sidecarPortName != render.PortName || keyAuthToken != render.KeyAuthToken {
-		t.Fatal("adk2goose ui and controllers/render disagree on child names")
 	}
 }
 
@@ -184,7 +169,7 @@ func startSidecar(t *testing.T, token string) string {
 	return servertest.Start(t, server.Config{Backend: b, AppName: "coder", DataDir: t.TempDir(), AuthToken: token}).Addr
 }
 
-// uiRun is one `adk2goose ui` invocation running in the background.
+// uiRun is one `goosectl ui` invocation running in the background.
 type uiRun struct {
 	origin string
 	out    *syncBuf
@@ -212,7 +197,7 @@ func startUI(t *testing.T, fwd podForwarder, args ...string) (*uiRun, error) {
 		return nil, err
 	case <-time.After(30 * time.Second):
 		cancel()
-		t.Fatal("adk2goose ui neither served nor failed")
+		t.Fatal("goosectl ui neither served nor failed")
 		return nil, nil
 	}
 }

@@ -22,10 +22,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/adk2goose/goose-operator/internal/secretfile"
 	"github.com/adk2goose/goose-operator/internal/webui"
 )
 
-const uiUsage = `usage: adk2goose ui NAME [-n NAMESPACE] [--kubeconfig FILE] [--context CTX] [--port 8000] [--no-browser] [--token-file FILE | --token TOKEN]
+const uiUsage = `usage: goosectl ui NAME [-n NAMESPACE] [--kubeconfig FILE] [--context CTX] [--port 8000] [--no-browser] [--token-file FILE | --token TOKEN]
 
 Serves the ADK web UI on http://127.0.0.1:PORT/ui/ for the GooseAgent NAME: it
 port-forwards to a ready pod behind the agent's Service and proxies the UI's API
@@ -42,7 +43,7 @@ type uiOptions struct {
 // parseUI accepts flags before and after NAME, as kubectl does.
 func parseUI(args []string, stderr io.Writer) (*uiOptions, error) {
 	o := &uiOptions{}
-	fs := flag.NewFlagSet("adk2goose ui", flag.ContinueOnError)
+	fs := flag.NewFlagSet("goosectl ui", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, uiUsage+"\nflags:\n")
@@ -101,7 +102,7 @@ func defaultUIEnv() uiEnv {
 	}
 }
 
-// runUI is `adk2goose ui`. It returns nil after ctx ends (Ctrl-C), and an
+// runUI is `goosectl ui`. It returns nil after ctx ends (Ctrl-C), and an
 // error if setup fails or the port-forward is lost.
 func runUI(ctx context.Context, args []string, env uiEnv) error {
 	o, err := parseUI(args, env.stderr)
@@ -113,7 +114,7 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	}
 	explicitToken := o.token
 	if o.tokenFile != "" {
-		if explicitToken, err = readSecret(o.tokenFile, "token file"); err != nil {
+		if explicitToken, err = secretfile.Read(o.tokenFile, "token file"); err != nil {
 			return err
 		}
 	}
@@ -210,7 +211,7 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	case <-ctx.Done():
 	case err := <-lost:
 		forwarding = false
-		result = fmt.Errorf("ui: lost the port-forward to pod %s/%s: %w; run adk2goose ui again", tgt.Pod.Namespace, tgt.Pod.Name, err)
+		result = fmt.Errorf("ui: lost the port-forward to pod %s/%s: %w; run goosectl ui again", tgt.Pod.Namespace, tgt.Pod.Name, err)
 	case err := <-served:
 		result = fmt.Errorf("ui: serving failed: %w", err)
 	}

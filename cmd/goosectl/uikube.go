@@ -25,23 +25,13 @@ import (
 	streamhttp "k8s.io/streaming/pkg/httpstream"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
-// Names the operator gives an agent's children; the same as in
-// controllers/render (a test keeps them equal). Importing render would link
-// client-go's apply configurations into the sidecar binary.
-const (
-	sidecarPortName = "http"
-	keyAuthToken    = "auth-token"
-)
-
-func serviceName(a *agentsv1alpha1.GooseAgent) string { return a.Name }
-func secretName(a *agentsv1alpha1.GooseAgent) string  { return a.Name + "-adk2goose" }
-
-// kubeClients reads what `adk2goose ui` needs with the user's credentials.
+// kubeClients reads what `goosectl ui` needs with the user's credentials.
 // Plain REST clients over a scheme of just core/v1 and the GooseAgent API
-// keep the sidecar binary from linking every built-in API group, as the
-// generated clientset would.
+// keep goosectl from linking every built-in API group, as the generated
+// clientset would.
 type kubeClients struct {
 	core   rest.Interface
 	agents rest.Interface
@@ -104,7 +94,7 @@ func (k *kubeClients) resolve(ctx context.Context, ns, name string) (*uiTarget, 
 	}
 	t := &uiTarget{Agent: agent}
 
-	svcName := serviceName(agent)
+	svcName := render.ServiceName(agent)
 	t.Service = &corev1.Service{}
 	err = k.core.Get().Namespace(ns).Resource("services").Name(svcName).Do(ctx).Into(t.Service)
 	if apierrors.IsNotFound(err) {
@@ -114,9 +104,9 @@ func (k *kubeClients) resolve(ctx context.Context, ns, name string) (*uiTarget, 
 	if err != nil {
 		return nil, fmt.Errorf("ui: cannot read Service %s/%s: %w", ns, svcName, err)
 	}
-	i := slices.IndexFunc(t.Service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == sidecarPortName })
+	i := slices.IndexFunc(t.Service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == render.PortName })
 	if i < 0 {
-		return nil, fmt.Errorf("ui: Service %s/%s has no port named %q", ns, svcName, sidecarPortName)
+		return nil, fmt.Errorf("ui: Service %s/%s has no port named %q", ns, svcName, render.PortName)
 	}
 	svcPort := t.Service.Spec.Ports[i]
 	if len(t.Service.Spec.Selector) == 0 {
@@ -203,7 +193,7 @@ func containerPort(p *corev1.Pod, sp corev1.ServicePort) (int32, error) {
 // readToken reads the sidecar's inbound token from the Secret the pod
 // mounts it from.
 func (k *kubeClients) readToken(ctx context.Context, a *agentsv1alpha1.GooseAgent) (token, from string, err error) {
-	name, key := secretName(a), keyAuthToken
+	name, key := render.SecretName(a), render.KeyAuthToken
 	if r := a.Spec.Sidecar.Auth.TokenSecretRef; r != nil {
 		name, key = r.Name, r.Key
 	}

@@ -1,0 +1,51 @@
+// Command goosectl is a small CLI for people who use GooseAgents.
+//
+// `goosectl ui NAME` serves the ADK web UI for a GooseAgent through a
+// port-forward, so that `kubectl apply` → chat in a browser is two commands.
+// It is its own binary, not a subcommand of the adk2goose sidecar, so that
+// every agent pod's sidecar image carries no kubeconfig handling,
+// port-forwarding or web UI bundle.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `goosectl: a CLI for GooseAgents (goose-operator)
+
+usage:
+  goosectl ui NAME [flags]   serve the ADK web UI for the GooseAgent NAME (goosectl ui -h lists the flags)
+  goosectl help              print this text
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := dispatch(ctx, os.Args[1:], defaultUIEnv()); err != nil {
+		fmt.Fprintln(os.Stderr, "goosectl:", err)
+		os.Exit(1)
+	}
+}
+
+// dispatch runs the command args name.
+func dispatch(ctx context.Context, args []string, env uiEnv) error {
+	if len(args) == 0 {
+		fmt.Fprint(env.stderr, usage)
+		return errors.New("a command is required")
+	}
+	switch args[0] {
+	case "ui":
+		return runUI(ctx, args[1:], env)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(env.stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(env.stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}
