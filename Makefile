@@ -2,6 +2,7 @@
 
 IMG_MANAGER ?= ghcr.io/adk2goose/goose-operator:dev
 IMG_SIDECAR ?= ghcr.io/adk2goose/adk2goose:dev
+IMG_GOOSED ?= goosed:local
 CONTAINER_TOOL ?= docker
 KUBECTL ?= kubectl
 GOLANGCI_LINT_VERSION ?= v2.15.0
@@ -112,6 +113,11 @@ run: manifests generate ## Run the manager against the cluster of the current ku
 docker-build: ## Build the manager and adk2goose images (needs a container engine).
 	$(CONTAINER_TOOL) build --target manager -t $(IMG_MANAGER) .
 	$(CONTAINER_TOOL) build --target adk2goose -t $(IMG_SIDECAR) .
+
+.PHONY: docker-build-goosed
+docker-build-goosed: ## Package a goosed binary you bring (GOOSED_DIR holds it; goose 1.37–1.41) as IMG_GOOSED, for server.flavor goosed.
+	@if [ ! -f "$(GOOSED_DIR)/goosed" ]; then echo "GOOSED_DIR must name a directory holding a goosed binary from goose 1.37–1.41 (see hack/goosed.Dockerfile)" >&2; exit 2; fi
+	$(CONTAINER_TOOL) build -f hack/goosed.Dockerfile --build-context goosed=$(GOOSED_DIR) -t $(IMG_GOOSED) hack
 
 ##@ Deployment
 
