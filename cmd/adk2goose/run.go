@@ -17,6 +17,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
+	"github.com/adk2goose/goose-operator/sidecar/peering"
 	"github.com/adk2goose/goose-operator/sidecar/server"
 )
 
@@ -28,6 +29,7 @@ type options struct {
 	gooseURL, gooseFlavor, gooseSecretFile, gooseWorkDir string
 	gooseMode, authTokenFile, corsOrigins                string
 	logLevel, logFormat                                  string
+	peersHost, podIP                                     string
 	insecureNoAuth                                       bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
 	confirmationTimeout                                  time.Duration
@@ -85,6 +87,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.sseWriteTimeout, "sse-write-timeout", "ADK2GOOSE_SSE_WRITE_TIMEOUT", 10*time.Minute, "longest /run_sse response")
 	dur(&o.confirmationTimeout, "confirmation-timeout", "ADK2GOOSE_CONFIRMATION_TIMEOUT", 10*time.Minute, "how long a goose tool approval waits for the ADK client's answer before it is denied")
 	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, how long open streams may finish before they are ended")
+	str(&o.peersHost, "peers-host", "ADK2GOOSE_PEERS_HOST", "", "DNS name whose addresses are this agent's sidecars (its headless Service); requests for a session another pod owns are forwarded there. Empty: one replica, no forwarding")
+	str(&o.podIP, "pod-ip", "POD_IP", "", "this pod's IP, so peer lookups skip it")
 	str(&o.logLevel, "log-level", "ADK2GOOSE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "ADK2GOOSE_LOG_FORMAT", "json", "json or text")
 	if err := fs.Parse(args); err != nil {
@@ -183,6 +187,11 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		}
 		o.publicBaseURL = "http://" + net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	}
+	var peers peering.Peers
+	if o.peersHost != "" {
+		// Peers listen on the same port as this sidecar.
+		peers = peering.DNSPeers(o.peersHost, ln.Addr().(*net.TCPAddr).Port, o.podIP)
+	}
 	var origins []string
 	if o.corsOrigins != "" {
 		origins = strings.Split(o.corsOrigins, ",")
@@ -200,6 +209,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		SSEWriteTimeout:     o.sseWriteTimeout,
 		ConfirmationTimeout: o.confirmationTimeout,
 		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir, Mode: o.gooseMode},
+		Peers:               peers,
 		Logger:              log,
 	})
 	if err != nil {
@@ -213,7 +223,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	}()
 	log.Info("starting adk2goose", "version", version, "goose_url", o.gooseURL, "goose_flavor", o.gooseFlavor,
 		"data_dir", o.dataDir, "public_base_url", o.publicBaseURL, "app", o.appName,
-		"goose_secret_set", secret != "", "cors_origins", origins)
+		"goose_secret_set", secret != "", "cors_origins", origins, "peers_host", o.peersHost)
 	if onListen != nil {
 		onListen(ln.Addr())
 	}

@@ -131,13 +131,25 @@ func TestParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.appName != "from_flag" || o.activeWindow != time.Minute || !o.insecureNoAuth || o.gooseFlavor != "serve" ||
-		o.gooseMode != "auto" || o.confirmationTimeout != 10*time.Minute {
+		o.gooseMode != "auto" || o.confirmationTimeout != 10*time.Minute || o.peersHost != "" || o.podIP != "" {
 		t.Fatalf("%+v", o)
 	}
 	o, err = parse([]string{"-goose-mode", "smart_approve"}, envMap(map[string]string{
 		"ADK2GOOSE_INSECURE_NO_AUTH": "1", "ADK2GOOSE_CONFIRMATION_TIMEOUT": "90s", "GOOSE_MODE": "approve",
 	}), io.Discard)
 	if err != nil || o.gooseMode != "smart_approve" || o.confirmationTimeout != 90*time.Second {
+		t.Fatalf("%v %+v", err, o)
+	}
+	o, err = parse([]string{"-insecure-no-auth"}, envMap(map[string]string{
+		"ADK2GOOSE_PEERS_HOST": "a-headless.ns.svc", "POD_IP": "10.0.0.7",
+	}), io.Discard)
+	if err != nil || o.peersHost != "a-headless.ns.svc" || o.podIP != "10.0.0.7" {
+		t.Fatalf("%v %+v", err, o)
+	}
+	o, err = parse([]string{"-insecure-no-auth", "-peers-host", "b-headless.ns.svc", "-pod-ip", "10.0.0.8"}, envMap(map[string]string{
+		"ADK2GOOSE_PEERS_HOST": "a-headless.ns.svc", "POD_IP": "10.0.0.7",
+	}), io.Discard)
+	if err != nil || o.peersHost != "b-headless.ns.svc" || o.podIP != "10.0.0.8" {
 		t.Fatalf("%v %+v", err, o)
 	}
 	for name, c := range map[string]struct {

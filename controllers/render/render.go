@@ -694,6 +694,11 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		"--data-dir=" + SidecarDataDir,
 		"--public-base-url=" + RESTEndpoint(a),
 		"--app-name=" + a.Name,
+		// Sessions live on one pod's volume: the sidecar forwards a request for
+		// another pod's session to its owner, found among the headless Service's
+		// addresses (POD_IP lets it skip itself). Pods resolve the name through
+		// their DNS search path, so no cluster domain.
+		"--peers-host=" + HeadlessServiceName(a) + "." + a.Namespace + ".svc",
 	}
 	if spec.Description != "" {
 		sidecarArgs = append(sidecarArgs, "--description="+spec.Description)
@@ -712,6 +717,9 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		// Native sidecar: starts before goose, stops after it, so streams can drain.
 		WithRestartPolicy(corev1.ContainerRestartPolicyAlways).
 		WithArgs(sidecarArgs...).
+		// apiVersion is the apiserver's default, spelled out so a resync sees no drift.
+		WithEnv(corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().
+			WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("status.podIP")))).
 		WithPorts(corev1ac.ContainerPort().WithName(PortName).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP)).
 		WithStartupProbe(probe("/healthz", 1, 60)).
 		WithLivenessProbe(probe("/healthz", 10, 3)).
@@ -924,6 +932,12 @@ func buildNetworkPolicy(a *agentsv1alpha1.GooseAgent) (*netv1ac.NetworkPolicyApp
 			return nil, err
 		}
 		rule.WithFrom(peer)
+	}
+	if len(a.Spec.NetworkPolicy.From) > 0 {
+		// The agent's own pods forward sessions to each other's sidecars.
+		// (An empty From already admits every source.)
+		rule.WithFrom(netv1ac.NetworkPolicyPeer().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(a))))
 	}
 	return netv1ac.NetworkPolicy(NetworkPolicyName(a), a.Namespace).
 		WithLabels(Labels(a)).

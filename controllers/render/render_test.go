@@ -207,6 +207,25 @@ func TestSidecarIsNativeAndOnlyPort(t *testing.T) {
 	}
 }
 
+// TestNetworkPolicyAdmitsOwnPods: sidecars forward sessions to each other,
+// so a restricted From must still admit the agent's pods, and an empty From
+// must stay open to every source.
+func TestNetworkPolicyAdmitsOwnPods(t *testing.T) {
+	c := loadCase(t, "approve")
+	rule := build(t, c).NetworkPolicy.Spec.Ingress[0]
+	if n := len(rule.From); n != 2 {
+		t.Fatalf("from has %d peers, want the spec's one and the agent's pods", n)
+	}
+	own := rule.From[1]
+	if own.NamespaceSelector != nil || own.PodSelector == nil || !cmp.Equal(own.PodSelector.MatchLabels, render.SelectorLabels(c.Agent)) {
+		t.Errorf("last peer = %+v, want the agent's pods in its namespace", own)
+	}
+	c.Agent.Spec.NetworkPolicy.From = nil
+	if from := build(t, c).NetworkPolicy.Spec.Ingress[0].From; len(from) != 0 {
+		t.Errorf("from = %+v for an empty spec.networkPolicy.from; want any source", from)
+	}
+}
+
 func TestInvalidSpec(t *testing.T) {
 	for name, m := range map[string]func(a *agentsv1alpha1.GooseAgent){
 		"reserved env": func(a *agentsv1alpha1.GooseAgent) {

@@ -334,6 +334,7 @@ func (d *demo) runSidecar(ctx context.Context, sts *appsv1.StatefulSet, port int
 		"--goose-secret-file": keyFile,
 		"--data-dir":          filepath.Join(d.cfg.WorkDir, "data"),
 		"--public-base-url":   d.sidecar,
+		"--peers-host":        "", // one local sidecar and no cluster DNS: no forwarding
 	}
 	for i, a := range args {
 		name, _, _ := strings.Cut(a, "=")

@@ -13,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"google.golang.org/adk/agent"
 	"google.golang.org/adk/runner"
 	adka2a "google.golang.org/adk/server/adka2a/v2"
@@ -83,7 +84,10 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 		control: s.control,
 		appName: s.cfg.AppName,
 	}
-	h := a2asrv.NewHandler(s.a2aExec, a2asrv.WithLogger(s.log))
+	// The task store a2asrv would make by default, kept to answer peers'
+	// owner queries.
+	s.tasks = taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+	h := a2asrv.NewHandler(s.a2aExec, a2asrv.WithLogger(s.log), a2asrv.WithTaskStore(s.tasks))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
 	mux.Handle(A2APathV1, a2asrv.NewJSONRPCHandler(h))
 	mux.Handle(A2APathV03, a2av0.NewJSONRPCHandler(h))

@@ -97,6 +97,15 @@ type sidecar struct {
 	URL  string
 	srv  *server.Server
 	stop func()
+	// client sends the requests; nil is httpClient.
+	client *http.Client
+}
+
+func (s *sidecar) httpc() *http.Client {
+	if s.client != nil {
+		return s.client
+	}
+	return httpClient
 }
 
 type option func(*server.Config)
@@ -147,7 +156,7 @@ func (s *sidecar) doWith(method, path string, body any, hdr map[string]string) (
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := s.httpc().Do(req)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -176,7 +185,7 @@ func (s *sidecar) runSSE(body any) (int, []sseFrame) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("X-API-Key", testToken)
-	resp, err := httpClient.Do(req)
+	resp, err := s.httpc().Do(req)
 	if err != nil {
 		s.t.Fatalf("run_sse: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/peering"
 )
 
 // metrics are the sidecar's Prometheus series. Labels are route names from a
@@ -33,6 +34,7 @@ type metrics struct {
 	turnDuration   prometheus.Histogram
 	turnFirstEvent prometheus.Histogram
 	repliesActive  prometheus.Gauge
+	peerLookups    *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -74,9 +76,13 @@ func newMetrics() *metrics {
 		repliesActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "adk2goose_goose_replies_in_flight", Help: "goose replies currently running.",
 		}),
+		peerLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "adk2goose_peer_lookups_total",
+			Help: "Requests for a session or task not on this pod, by outcome (forwarded, local, unavailable, error).",
+		}, []string{"outcome"}),
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.streamDuration, m.firstEvent, m.openStreams,
-		m.tokens, m.turns, m.turnDuration, m.turnFirstEvent, m.repliesActive,
+		m.tokens, m.turns, m.turnDuration, m.turnFirstEvent, m.repliesActive, m.peerLookups,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -128,6 +134,8 @@ func routeName(r *http.Request) string {
 		return "a2a_v0_3"
 	case "/.well-known/agent-card.json":
 		return "agent_card"
+	case peering.OwnerPath:
+		return "peer_owner"
 	case "/healthz", "/readyz", "/health", "/stats", "/metrics", "/list-apps", "/version", "/run_live":
 		return strings.TrimPrefix(p, "/")
 	}

@@ -6,6 +6,7 @@
 //	/.well-known/agent-card.json A2A card (open: it holds no secret and tells clients how to authenticate)
 //	/a2a/v1/invoke               A2A 1.0 JSON-RPC (a2a-go v2 a2asrv + adk-go adka2a/v2)
 //	/a2a/invoke                  A2A 0.3 JSON-RPC (a2a-go a2av0 compat)
+//	/peer/v1/owner               whether this pod has a session or task (see package peering)
 //	everything else              adk-go's adkrest server (ADK REST API and web UI wire)
 //
 // Every route except the open ones requires the inbound token. /run and
@@ -23,6 +24,10 @@
 // /run or /run_sse whose functionResponse names no pending confirmation is
 // rejected before it reaches the session: 400 for an unknown id, 409 for one
 // that already ended.
+//
+// Replicas: with Config.Peers set, a request naming a session, A2A context or
+// task that another pod of the agent has is forwarded to that pod, and a
+// user's session list merges every pod's (package peering).
 //
 // Cancellation: a REST client that goes away cancels the goose reply (its
 // request context); A2A CancelTask ends the task canceled and cancels goose
@@ -49,8 +54,11 @@ import (
 	"google.golang.org/adk/server/adkrest"
 	"google.golang.org/adk/session"
 
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/peering"
 )
 
 // ErrDraining is the cancellation cause of requests still running when the
@@ -93,6 +101,9 @@ type Config struct {
 	// smart_approve modes) waits for the client's answer before it is
 	// denied. Default 10m.
 	ConfirmationTimeout time.Duration
+	// Peers lists the other sidecars of the agent (replicas > 1); nil serves
+	// every request here.
+	Peers peering.Peers
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -146,6 +157,7 @@ type Server struct {
 	activity *activity
 	metrics  *metrics
 	a2aExec  *drainingExecutor
+	tasks    taskstore.Store
 
 	// stop is cancelled (cause ErrDraining) when the drain timeout ends:
 	// request contexts and A2A executions are linked to it, so open streams
@@ -221,8 +233,21 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	mux.Handle("/", lenient(rest, cfg.MaxRequestBytes, s.checkConfirmations))
+	mux.Handle("GET "+peering.OwnerPath, peering.OwnerHandler(s, s.log))
 
 	var h http.Handler = mux
+	if cfg.Peers != nil {
+		h = peering.New(peering.Config{
+			AppName:      cfg.AppName,
+			A2APaths:     []string{A2APathV1, A2APathV03},
+			Owner:        s,
+			Peers:        cfg.Peers,
+			Token:        cfg.AuthToken,
+			MaxBodyBytes: cfg.MaxRequestBytes,
+			Forwarded:    func(outcome string) { s.metrics.peerLookups.WithLabelValues(outcome).Inc() },
+			Logger:       s.log,
+		}).Wrap(h)
+	}
 	h = authenticate(h, cfg.AuthToken, s.log)
 	h = cors(h, cfg.CORSOrigins)
 	h = s.instrument(h)

@@ -1,0 +1,313 @@
+// Package peering makes the adk2goose sidecars of one GooseAgent act as one
+// server when the agent runs more than one replica.
+//
+// Each pod keeps its sessions on its own volume (SQLite wants one writer) and
+// goose keeps its history beside them, so a session lives on the pod that
+// created it. The agent's Service spreads requests over all pods; a request
+// that names a session (or an A2A context or task) the receiving pod does not
+// have is forwarded to the pod that does, found by asking every peer's
+// OwnerPath. Requests that name none, or a session no pod has, are served
+// where they land, so new sessions spread over the pods.
+//
+// ARCHITECTURE.md planned session ids that carry the owning pod's ordinal;
+// ids chosen by clients (POST .../sessions/{id}, A2A contextIds) cannot, so
+// ownership is asked for instead, one parallel round of peer queries per
+// forwarded request.
+package peering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// OwnerPath answers 200 when this pod owns the session (query user and
+// session) or the A2A task (query task) and 404 when not.
+const OwnerPath = "/peer/v1/owner"
+
+// HopHeader marks a request one sidecar sent to another. Such a request is
+// always served locally: it cannot loop.
+const HopHeader = "X-Adk2goose-Peer-Hop"
+
+// Key names what a request works on: an ADK session (an A2A context is the
+// session of user "A2A_USER_"+contextID) or an A2A task.
+type Key struct {
+	User, Session string
+	Task          string
+}
+
+func (k Key) String() string {
+	if k.Task != "" {
+		return "task " + k.Task
+	}
+	return "session " + k.Session
+}
+
+func (k Key) query() url.Values {
+	if k.Task != "" {
+		return url.Values{"task": {k.Task}}
+	}
+	return url.Values{"user": {k.User}, "session": {k.Session}}
+}
+
+// Owner tells whether this pod has a session or task.
+type Owner interface {
+	OwnsSession(ctx context.Context, user, session string) (bool, error)
+	OwnsTask(ctx context.Context, task string) (bool, error)
+}
+
+func owns(ctx context.Context, o Owner, k Key) (bool, error) {
+	if k.Task != "" {
+		return o.OwnsTask(ctx, k.Task)
+	}
+	return o.OwnsSession(ctx, k.User, k.Session)
+}
+
+// Peers lists the base URLs (http://host:port) of the agent's other sidecars.
+type Peers func(ctx context.Context) ([]string, error)
+
+// DNSPeers resolves host (the agent's headless Service, which lists every
+// pod, ready or not) to the other sidecars on port, skipping selfIP.
+func DNSPeers(host string, port int, selfIP string) Peers {
+	var r net.Resolver
+	return func(ctx context.Context) ([]string, error) {
+		ips, err := r.LookupHost(ctx, host)
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+			return nil, nil // no pod has an address yet
+		}
+		if err != nil {
+			return nil, fmt.Errorf("failed to resolve peers %s: %w", host, err)
+		}
+		out := make([]string, 0, len(ips))
+		for _, ip := range ips {
+			if ip != selfIP {
+				out = append(out, "http://"+net.JoinHostPort(ip, strconv.Itoa(port)))
+			}
+		}
+		return out, nil
+	}
+}
+
+// Config configures a Router.
+type Config struct {
+	// AppName is the ADK app this sidecar serves; other apps' paths are
+	// served locally (and 404 there).
+	AppName string
+	// A2APaths are the A2A JSON-RPC endpoints whose requests name contexts
+	// and tasks.
+	A2APaths []string
+	Owner    Owner
+	Peers    Peers
+	// Token authenticates owner queries; the agent's sidecars share it.
+	Token string
+	// MaxBodyBytes bounds the bodies read to find a key. Larger requests
+	// are served locally, which rejects them.
+	MaxBodyBytes int64
+	// Client makes owner queries. Default: a client with LookupTimeout.
+	Client *http.Client
+	// LookupTimeout bounds one round of owner queries. Default 3s.
+	LookupTimeout time.Duration
+	// Transport carries forwarded requests. Default http.DefaultTransport.
+	Transport http.RoundTripper
+	// Forwarded, if set, is told the outcome of every peer lookup:
+	// "forwarded", "local" (no pod had it), "unavailable" (a peer did not
+	// answer) or "error" (this pod could not look).
+	Forwarded func(outcome string)
+	Logger    *slog.Logger
+}
+
+// Router forwards requests for other pods' sessions; see the package doc.
+type Router struct {
+	cfg   Config
+	log   *slog.Logger
+	proxy *httputil.ReverseProxy
+}
+
+type peerKey struct{}
+
+// New returns a Router.
+func New(cfg Config) *Router {
+	if cfg.LookupTimeout <= 0 {
+		cfg.LookupTimeout = 3 * time.Second
+	}
+	if cfg.Client == nil {
+		// A pool of its own: a lookup cancelled once the owner answered must
+		// not share connections with forwarded streams.
+		cfg.Client = &http.Client{Timeout: cfg.LookupTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Forwarded == nil {
+		cfg.Forwarded = func(string) {}
+	}
+	r := &Router{cfg: cfg, log: cfg.Logger}
+	r.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			target := pr.In.Context().Value(peerKey{}).(*url.URL)
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Set(HopHeader, "1")
+			// This pod already answered CORS; the peer would add its headers a
+			// second time, which browsers reject.
+			pr.Out.Header.Del("Origin")
+		},
+		Transport: cfg.Transport,
+		ErrorLog:  slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		// Stream /run_sse and A2A SSE events as they come.
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			if errors.Is(err, context.Canceled) {
+				return // the client went away
+			}
+			r.log.Warn("failed to forward a request to the pod that owns its session", "peer", req.Context().Value(peerKey{}), "error", err)
+			http.Error(w, "adk2goose: the pod that owns this session did not answer; retry", http.StatusBadGateway)
+		},
+	}
+	return r
+}
+
+// Wrap returns next behind the router.
+func (r *Router) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get(HopHeader) != "" {
+			next.ServeHTTP(w, req)
+			return
+		}
+		if user, ok := r.listPath(req); ok {
+			r.serveList(w, req, user, next)
+			return
+		}
+		k, req, ok := r.keyOf(req)
+		if !ok {
+			next.ServeHTTP(w, req)
+			return
+		}
+		ctx := req.Context()
+		local, err := owns(ctx, r.cfg.Owner, k)
+		if err != nil {
+			r.cfg.Forwarded("error")
+			r.log.Error("failed to look up a session locally; serving it here", "key", k.String(), "error", err)
+		}
+		if local || err != nil {
+			next.ServeHTTP(w, req)
+			return
+		}
+		peer, unanswered := r.find(ctx, k)
+		switch {
+		case peer != nil:
+			r.cfg.Forwarded("forwarded")
+			r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(ctx, peerKey{}, peer)))
+		case unanswered > 0:
+			// Serving it here could fork a conversation its owner still has.
+			r.cfg.Forwarded("unavailable")
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, fmt.Sprintf("adk2goose: %s is not on this pod and %d peer pod(s) did not answer; retry", k, unanswered), http.StatusServiceUnavailable)
+		default:
+			r.cfg.Forwarded("local")
+			next.ServeHTTP(w, req)
+		}
+	})
+}
+
+// find asks every peer whether it owns k. It returns the owner, or how many
+// peers gave no answer.
+func (r *Router) find(ctx context.Context, k Key) (owner *url.URL, unanswered int) {
+	peers, err := r.cfg.Peers(ctx)
+	if err != nil {
+		r.log.Warn("failed to list peer pods", "error", err)
+		return nil, 1
+	}
+	if len(peers) == 0 {
+		return nil, 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
+	defer cancel()
+	type answer struct {
+		peer  *url.URL
+		owns  bool
+		error error
+	}
+	answers := make(chan answer, len(peers))
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		wg.Go(func() {
+			u, err := url.Parse(p)
+			if err != nil {
+				answers <- answer{error: fmt.Errorf("failed to parse peer URL %q: %w", p, err)}
+				return
+			}
+			owns, err := r.ask(ctx, u, k)
+			answers <- answer{peer: u, owns: owns, error: err}
+		})
+	}
+	defer wg.Wait()
+	for range peers {
+		a := <-answers
+		switch {
+		case a.owns:
+			cancel() // the others' answers no longer matter
+			return a.peer, 0
+		case a.error != nil:
+			r.log.Warn("a peer pod did not answer an owner query", "peer", a.peer, "error", a.error)
+			unanswered++
+		}
+	}
+	return nil, unanswered
+}
+
+func (r *Router) ask(ctx context.Context, peer *url.URL, k Key) (bool, error) {
+	u := *peer
+	u.Path, u.RawQuery = OwnerPath, k.query().Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false, fmt.Errorf("failed to build owner query: %w", err)
+	}
+	req.Header.Set(HopHeader, "1")
+	if r.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.cfg.Token)
+	}
+	resp, err := r.cfg.Client.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("failed to query owner: %w", err)
+	}
+	_ = resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return true, nil
+	case http.StatusNotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("failed to query owner: %s", resp.Status)
+}
+
+// OwnerHandler serves OwnerPath from o.
+func OwnerHandler(o Owner, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		q := req.URL.Query()
+		k := Key{User: q.Get("user"), Session: q.Get("session"), Task: q.Get("task")}
+		if k.Task == "" && (k.User == "" || k.Session == "") {
+			http.Error(w, "adk2goose: an owner query needs task, or user and session", http.StatusBadRequest)
+			return
+		}
+		ok, err := owns(req.Context(), o, k)
+		switch {
+		case err != nil:
+			log.Error("failed to answer an owner query", "key", k.String(), "error", err)
+			http.Error(w, "adk2goose: failed to look up "+k.String(), http.StatusInternalServerError)
+		case ok:
+			w.WriteHeader(http.StatusOK)
+		default:
+			http.Error(w, "adk2goose: "+k.String()+" is not on this pod", http.StatusNotFound)
+		}
+	})
+}

@@ -1,0 +1,380 @@
+package peering
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestRunKey(t *testing.T) {
+	for body, want := range map[string]Key{
+		`{"appName":"goose","userId":"u","sessionId":"s","newMessage":{}}`: {User: "u", Session: "s"},
+		`{"app_name":"goose","user_id":"u","session_id":"s"}`:              {User: "u", Session: "s"},
+		`{"userId":"u","session_id":"s"}`:                                  {User: "u", Session: "s"},
+		`{"userId":"u"}`:                                                   {},
+		`{"userId":1,"sessionId":"s"}`:                                     {},
+		`{"userId":"u","sessionId":""}`:                                    {},
+		`[1,2]`:                                                            {},
+		`not json`:                                                         {},
+	} {
+		got, ok := runKey([]byte(body))
+		if got != want || ok != (want != Key{}) {
+			t.Errorf("runKey(%s) = %+v %v, want %+v", body, got, ok, want)
+		}
+	}
+}
+
+func TestA2AKey(t *testing.T) {
+	for body, want := range map[string]Key{
+		// A2A 1.0 (a2a-go v2 JSON-RPC) and 0.3 messages name their context...
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","contextId":"c1","parts":[]}}}`:       {User: "A2A_USER_c1", Session: "c1"},
+		`{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"kind":"message","contextId":"c1","taskId":"t"}}}`: {User: "A2A_USER_c1", Session: "c1"},
+		// ...or only their task (an input-required answer).
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"taskId":"t1"}}}`: {Task: "t1"},
+		// Task methods name the task by id, in both versions.
+		`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t1"}}`:           {Task: "t1"},
+		`{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":"t1"}}`:        {Task: "t1"},
+		`{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"t1"}}`:   {Task: "t1"},
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t1"}}`:         {Task: "t1"},
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"id":"t1"}}`:      {Task: "t1"},
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/resubscribe","params":{"id":"t1"}}`: {Task: "t1"},
+		// A new conversation, other methods and junk name nothing.
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m"}}}`: {},
+		`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"id":"t1"}}`:                     {},
+		`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":7}}`:                          {},
+		`{"jsonrpc":"2.0","id":1,"method":"GetTask"}`:                                            {},
+		`[{"method":"GetTask","params":{"id":"t1"}}]`:                                            {},
+		`{`: {},
+	} {
+		got, ok := a2aKey([]byte(body))
+		if got != want || ok != (want != Key{}) {
+			t.Errorf("a2aKey(%s) = %+v %v, want %+v", body, got, ok, want)
+		}
+	}
+}
+
+func TestSessionPath(t *testing.T) {
+	r := New(Config{AppName: "goose"})
+	for path, want := range map[string]struct {
+		user, session string
+		list, ok      bool
+	}{
+		"/apps/goose/users/u/sessions/s":                 {"u", "s", false, true},
+		"/apps/goose/users/u/sessions/s/":                {"u", "s", false, true},
+		"/apps/goose/users/u/sessions/s/artifacts/a.txt": {"u", "s", false, true},
+		"/apps/goose/users/u%2Fv/sessions/s%20t":         {"u/v", "s t", false, true},
+		"/apps/goose/users/u/sessions":                   {"u", "", true, true},
+		"/apps/goose/users/u/sessions/":                  {"u", "", true, true},
+		"/apps/other/users/u/sessions/s":                 {},
+		"/apps/goose/users//sessions/s":                  {},
+		"/apps/goose/users/u/session/s":                  {},
+		"/apps/goose/users/u":                            {},
+		"/run_sse":                                       {},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "http://x"+path, nil)
+		user, session, list, ok := r.sessionPath(req)
+		if user != want.user || session != want.session || list != want.list || ok != want.ok {
+			t.Errorf("%s: %q %q %v %v, want %+v", path, user, session, list, ok, want)
+		}
+	}
+}
+
+// stubOwner owns a fixed set of sessions ("user/session") and tasks.
+type stubOwner struct {
+	sessions, tasks []string
+	err             error
+}
+
+func (o stubOwner) OwnsSession(_ context.Context, user, session string) (bool, error) {
+	return slices.Contains(o.sessions, user+"/"+session), o.err
+}
+
+func (o stubOwner) OwnsTask(_ context.Context, task string) (bool, error) {
+	return slices.Contains(o.tasks, task), o.err
+}
+
+// pod is one sidecar's HTTP surface in miniature: the router in front of a
+// handler that records what reached it and answers with its name, and the
+// owner endpoint, on a real loopback server.
+type pod struct {
+	name string
+	srv  *httptest.Server
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+type seenRequest struct {
+	path, body, hop, origin string
+}
+
+func startPod(t *testing.T, name string, owner Owner, peers Peers, mut ...func(*Config)) *pod {
+	t.Helper()
+	p := &pod{name: name}
+	local := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		p.mu.Lock()
+		p.seen = append(p.seen, seenRequest{req.URL.Path, string(b), req.Header.Get(HopHeader), req.Header.Get("Origin")})
+		p.mu.Unlock()
+		if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/sessions") {
+			_ = json.NewEncoder(w).Encode([]map[string]string{{"id": "from-" + name}})
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: served by "+name+"\n\n")
+	})
+	cfg := Config{
+		AppName: "goose", A2APaths: []string{"/a2a/v1/invoke"}, Owner: owner, Peers: peers,
+		Token: "tok", MaxBodyBytes: 1 << 10, Logger: slog.New(slog.DiscardHandler),
+	}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET "+OwnerPath, OwnerHandler(owner, cfg.Logger))
+	mux.Handle("/", local)
+	auth := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Authorization") != "Bearer tok" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		New(cfg).Wrap(mux).ServeHTTP(w, req)
+	})
+	p.srv = httptest.NewServer(auth)
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *pod) requests() []seenRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seen)
+}
+
+func send(t *testing.T, url, method, path, body string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer tok")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func static(urls ...string) Peers {
+	return func(context.Context) ([]string, error) { return urls, nil }
+}
+
+func TestRouterForwardsToOwner(t *testing.T) {
+	owner := startPod(t, "owner", stubOwner{sessions: []string{"u/s"}, tasks: []string{"t1"}}, static())
+	bystander := startPod(t, "bystander", stubOwner{}, static())
+	entry := startPod(t, "entry", stubOwner{}, static(bystander.srv.URL, owner.srv.URL))
+
+	run := `{"appName":"goose","userId":"u","sessionId":"s","newMessage":{"parts":[{"text":"hi"}]}}`
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPost, "/run_sse", run},
+		{http.MethodGet, "/apps/goose/users/u/sessions/s", ""},
+		{http.MethodDelete, "/apps/goose/users/u/sessions/s", ""},
+		{http.MethodPost, "/a2a/v1/invoke", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t1"}}`},
+		{http.MethodPost, "/a2a/v1/invoke", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"taskId":"t1"}}}`},
+	} {
+		resp, body := send(t, entry.srv.URL, c.method, c.path, c.body, "Origin", "http://ui.example")
+		if resp.StatusCode != http.StatusOK || body != "data: served by owner\n\n" {
+			t.Fatalf("%s %s: %d %q", c.method, c.path, resp.StatusCode, body)
+		}
+	}
+	got := owner.requests()
+	if len(got) != 5 {
+		t.Fatalf("owner got %d requests, want 5: %+v", len(got), got)
+	}
+	if got[0].body != run || got[0].hop != "1" || got[0].origin != "" {
+		t.Fatalf("forwarded /run_sse: %+v (want the body intact, the hop header, no Origin)", got[0])
+	}
+	if n := len(entry.requests()) + len(bystander.requests()); n != 0 {
+		t.Fatalf("%d requests served off the owner", n)
+	}
+}
+
+func TestRouterServesLocally(t *testing.T) {
+	owner := startPod(t, "owner", stubOwner{sessions: []string{"u/s"}}, static())
+	entry := startPod(t, "entry", stubOwner{sessions: []string{"u/mine"}}, static(owner.srv.URL))
+	for _, c := range []struct{ name, method, path, body string }{
+		{"own session", http.MethodPost, "/run", `{"userId":"u","sessionId":"mine"}`},
+		{"no pod has it", http.MethodPost, "/run", `{"userId":"u","sessionId":"new"}`},
+		{"names no session", http.MethodPost, "/apps/goose/users/u/sessions", ""},
+		{"new A2A conversation", http.MethodPost, "/a2a/v1/invoke", `{"method":"SendMessage","params":{"message":{"messageId":"m"}}}`},
+		{"other app", http.MethodGet, "/apps/other/users/u/sessions/s", ""},
+		{"body over the limit", http.MethodPost, "/run", `{"userId":"u","sessionId":"s","pad":"` + strings.Repeat("x", 2<<10) + `"}`},
+		{"unparsable body", http.MethodPost, "/run", `{"userId":`},
+	} {
+		resp, body := send(t, entry.srv.URL, c.method, c.path, c.body)
+		if resp.StatusCode != http.StatusOK || body != "data: served by entry\n\n" {
+			t.Errorf("%s: %d %q", c.name, resp.StatusCode, body)
+		}
+		if r := entry.requests(); len(r) == 0 || r[len(r)-1].body != c.body {
+			t.Errorf("%s: the local handler did not get the body intact", c.name)
+		}
+	}
+	// A request from a peer is served where it arrives, whatever it names.
+	resp, body := send(t, entry.srv.URL, http.MethodGet, "/apps/goose/users/u/sessions/s", "", HopHeader, "1")
+	if resp.StatusCode != http.StatusOK || body != "data: served by entry\n\n" {
+		t.Fatalf("hop request: %d %q", resp.StatusCode, body)
+	}
+	if n := len(owner.requests()); n != 0 {
+		t.Fatalf("owner got %d requests", n)
+	}
+}
+
+func TestRouterUnavailable(t *testing.T) {
+	// A peer that fails owner queries (500) and one that is gone.
+	broken := startPod(t, "broken", stubOwner{err: errors.New("disk gone")}, static())
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	var outcomes []string
+	var mu sync.Mutex
+	record := func(c *Config) {
+		c.Forwarded = func(o string) { mu.Lock(); outcomes = append(outcomes, o); mu.Unlock() }
+	}
+	for name, peers := range map[string]Peers{
+		"broken peer":   static(broken.srv.URL),
+		"gone peer":     static(gone.URL),
+		"peers unknown": func(context.Context) ([]string, error) { return nil, errors.New("no DNS") },
+	} {
+		entry := startPod(t, "entry", stubOwner{}, peers, record)
+		resp, body := send(t, entry.srv.URL, http.MethodPost, "/run_sse", `{"userId":"u","sessionId":"s"}`)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "session s") {
+			t.Errorf("%s: %d Retry-After=%q %q", name, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+		if n := len(entry.requests()); n != 0 {
+			t.Errorf("%s: served locally", name)
+		}
+	}
+	if want := []string{"unavailable", "unavailable", "unavailable"}; !slices.Equal(outcomes, want) {
+		t.Fatalf("outcomes %v, want %v", outcomes, want)
+	}
+
+	// This pod cannot look in its own store: it serves the request, whose
+	// handler will fail the same way and say so.
+	entry := startPod(t, "entry", stubOwner{err: errors.New("disk gone")}, static(broken.srv.URL))
+	if resp, body := send(t, entry.srv.URL, http.MethodPost, "/run", `{"userId":"u","sessionId":"s"}`); resp.StatusCode != http.StatusOK || body != "data: served by entry\n\n" {
+		t.Fatalf("local lookup error: %d %q", resp.StatusCode, body)
+	}
+}
+
+func TestSessionListMerges(t *testing.T) {
+	a := startPod(t, "a", stubOwner{}, static())
+	b := startPod(t, "b", stubOwner{}, static())
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	entry := startPod(t, "entry", stubOwner{}, static(a.srv.URL, b.srv.URL))
+	resp, body := send(t, entry.srv.URL, http.MethodGet, "/apps/goose/users/u/sessions", "")
+	var list []struct{ ID string }
+	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &list) != nil {
+		t.Fatalf("list: %d %s", resp.StatusCode, body)
+	}
+	var ids []string
+	for _, s := range list {
+		ids = append(ids, s.ID)
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"from-a", "from-b", "from-entry"}) || resp.Header.Get(PartialHeader) != "" {
+		t.Fatalf("merged list %v, %s=%q", ids, PartialHeader, resp.Header.Get(PartialHeader))
+	}
+	// The peers were asked with the caller's credentials and the hop header.
+	if r := a.requests(); len(r) != 1 || r[0].hop != "1" {
+		t.Fatalf("peer a saw %+v", r)
+	}
+
+	partial := startPod(t, "entry", stubOwner{}, static(a.srv.URL, gone.URL))
+	resp, body = send(t, partial.srv.URL, http.MethodGet, "/apps/goose/users/u/sessions", "")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(PartialHeader) != "1" || !strings.Contains(body, "from-a") {
+		t.Fatalf("list with a peer gone: %d %s=%q %s", resp.StatusCode, PartialHeader, resp.Header.Get(PartialHeader), body)
+	}
+}
+
+func TestOwnerHandler(t *testing.T) {
+	h := OwnerHandler(stubOwner{sessions: []string{"u/s"}, tasks: []string{"t"}}, slog.New(slog.DiscardHandler))
+	broken := OwnerHandler(stubOwner{err: errors.New("disk gone")}, slog.New(slog.DiscardHandler))
+	for _, c := range []struct {
+		h     http.Handler
+		query string
+		want  int
+	}{
+		{h, "user=u&session=s", http.StatusOK},
+		{h, "user=u&session=other", http.StatusNotFound},
+		{h, "user=other&session=s", http.StatusNotFound},
+		{h, "task=t", http.StatusOK},
+		{h, "task=other", http.StatusNotFound},
+		{h, "session=s", http.StatusBadRequest},
+		{h, "", http.StatusBadRequest},
+		{broken, "task=t", http.StatusInternalServerError},
+	} {
+		w := httptest.NewRecorder()
+		c.h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, OwnerPath+"?"+c.query, nil))
+		if w.Code != c.want {
+			t.Errorf("?%s: %d, want %d", c.query, w.Code, c.want)
+		}
+	}
+}
+
+// TestDNSPeers resolves through the system resolver's hosts file only.
+func TestDNSPeers(t *testing.T) {
+	got, err := DNSPeers("localhost", 8080, "127.0.0.1")(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(got, "http://127.0.0.1:8080") {
+		t.Fatalf("peers %v include this pod", got)
+	}
+	all, err := DNSPeers("localhost", 8080, "")(t.Context())
+	if err != nil || !slices.Contains(all, "http://127.0.0.1:8080") {
+		t.Fatalf("peers %v, %v: want 127.0.0.1:8080 among them", all, err)
+	}
+}
+
+// FuzzKeys: no request body or path makes key extraction panic, and a key
+// found always names a session (with its user) or a task.
+func FuzzKeys(f *testing.F) {
+	for _, s := range []string{
+		`{"userId":"u","sessionId":"s"}`,
+		`{"method":"GetTask","params":{"id":"t"}}`,
+		`{"method":"SendMessage","params":{"message":{"contextId":"c"}}}`,
+		`/apps/goose/users/u/sessions/s`,
+		`{"params":{"message":null}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	r := New(Config{AppName: "goose"})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, parse := range []func([]byte) (Key, bool){runKey, a2aKey} {
+			if k, ok := parse(b); ok && k.Task == "" && (k.User == "" || k.Session == "") {
+				t.Fatalf("key %+v from %q", k, b)
+			}
+		}
+		req := httptest.NewRequest(http.MethodGet, "http://x/", nil)
+		req.URL.RawPath, req.URL.Path = string(b), string(b)
+		if user, session, list, ok := r.sessionPath(req); ok && (user == "" || (session == "") != list) {
+			t.Fatalf("path %q: %q %q %v", b, user, session, list)
+		}
+	})
+}

@@ -1,0 +1,367 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"google.golang.org/adk/agent"
+	remoteagent "google.golang.org/adk/agent/remoteagent/v2"
+	"google.golang.org/adk/runner"
+	"google.golang.org/adk/session"
+	"google.golang.org/genai"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
+	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+	"github.com/adk2goose/goose-operator/sidecar/peering"
+	"github.com/adk2goose/goose-operator/sidecar/server"
+)
+
+// replicaSet is two sidecars of one agent, each over its own fake goose
+// serve (a pod's goose), behind a round-robin TCP balancer as kube-proxy
+// spreads a Service's connections. Clients through it open a connection per
+// request, so consecutive requests reach alternate pods.
+type replicaSet struct {
+	pods   [2]*sidecar
+	gooses [2]*goosetest.Serve
+	lbURL  string
+	lbSc   *sidecar // requests through the balancer
+}
+
+func startReplicaSet(t *testing.T) *replicaSet {
+	t.Helper()
+	rs := &replicaSet{}
+	var mu sync.Mutex
+	urls := map[int]string{}
+	peersOf := func(self int) peering.Peers {
+		return func(context.Context) ([]string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return []string{urls[1-self]}, nil
+		}
+	}
+	rs.lbURL = startTCPBalancer(t, func(n int) string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.TrimPrefix(urls[n%2], "http://")
+	})
+	for i := range rs.pods {
+		rs.gooses[i] = goosetest.NewServe(t, goosetest.WithServeScript(goosetest.Echo))
+		c, err := acp.New(acp.Config{URL: rs.gooses[i].URL, SecretKey: rs.gooses[i].Secret, DialTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		rs.pods[i] = startSidecar(t, c, t.TempDir(), func(cfg *server.Config) {
+			cfg.Peers = peersOf(i)
+			cfg.PublicBaseURL = rs.lbURL
+		})
+		mu.Lock()
+		urls[i] = rs.pods[i].URL
+		mu.Unlock()
+	}
+	noReuse := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	rs.lbSc = &sidecar{t: t, URL: rs.lbURL, client: noReuse}
+	return rs
+}
+
+// startTCPBalancer relays the n-th accepted connection to target(n).
+func startTCPBalancer(t *testing.T, target func(n int) string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	track := func(c net.Conn, add bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if add {
+			open[c] = true
+		} else {
+			delete(open, c)
+		}
+	}
+	wg.Go(func() {
+		for n := 0; ; n++ {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target(n))
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			track(in, true)
+			track(out, true)
+			relay := func(dst, src net.Conn) {
+				_, _ = io.Copy(dst, src)
+				if tc, ok := dst.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				}
+			}
+			var pair sync.WaitGroup
+			pair.Go(func() { relay(out, in) })
+			pair.Go(func() { relay(in, out) })
+			wg.Go(func() {
+				pair.Wait()
+				_ = in.Close()
+				_ = out.Close()
+				track(in, false)
+				track(out, false)
+			})
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// owner returns the index of the only fake goose that got prompts, and the
+// goose session ids they went to.
+func (rs *replicaSet) owner(t *testing.T, wantPrompts int) (int, map[string]bool) {
+	t.Helper()
+	got := [2][]goosetest.ServePrompt{rs.gooses[0].Prompts(), rs.gooses[1].Prompts()}
+	for i := range got {
+		if len(got[i]) == wantPrompts && len(got[1-i]) == 0 {
+			ids := map[string]bool{}
+			for _, p := range got[i] {
+				ids[p.SessionID] = true
+			}
+			return i, ids
+		}
+	}
+	t.Fatalf("prompts per pod %d and %d, want all %d on one pod", len(got[0]), len(got[1]), wantPrompts)
+	return 0, nil
+}
+
+func (rs *replicaSet) metric(t *testing.T, pod int, series string) string {
+	t.Helper()
+	_, body := rs.pods[pod].do(http.MethodGet, "/metrics", nil)
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if strings.HasPrefix(line, series+" ") {
+			return strings.TrimPrefix(line, series+" ")
+		}
+	}
+	return ""
+}
+
+// TestReplicasRESTConversation: a conversation whose requests the Service
+// spreads over two pods stays on the pod that created its session, and
+// every pod lists every pod's sessions.
+func TestReplicasRESTConversation(t *testing.T) {
+	rs := startReplicaSet(t)
+	lb := rs.lbSc
+	lb.createSession("u", "conv")
+	for i := range 3 {
+		code, frames := lb.runSSE(runBody("u", "conv", fmt.Sprintf("turn %d", i), true))
+		if code != http.StatusOK {
+			t.Fatalf("turn %d: %d", i, code)
+		}
+		var text string
+		for _, f := range frames {
+			if jpath(f.Data, "partial") != true {
+				if s, ok := jpath(f.Data, "content", "parts", 0, "text").(string); ok {
+					text = s
+				}
+			}
+		}
+		if want := fmt.Sprintf("echo: turn %d", i); text != want {
+			t.Fatalf("turn %d: reply %q, want %q", i, text, want)
+		}
+	}
+	own, gooseSessions := rs.owner(t, 3)
+	if len(gooseSessions) != 1 {
+		t.Fatalf("the conversation used goose sessions %v, want one", gooseSessions)
+	}
+	other := 1 - own
+	// The balancer sent turns 0 and 2 to the pod without the session.
+	if got := rs.metric(t, other, `adk2goose_peer_lookups_total{outcome="forwarded"}`); got != "2" {
+		t.Fatalf("forwarded lookups on the other pod: %q, want 2", got)
+	}
+
+	// Reads through the pod without the session are forwarded too.
+	code, body := rs.pods[other].do(http.MethodGet, "/apps/goose/users/u/sessions/conv", nil)
+	var sess struct {
+		Events []any `json:"events"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &sess) != nil || len(sess.Events) != 6 {
+		t.Fatalf("GET the session through the other pod: %d, %d events: %s", code, len(sess.Events), body)
+	}
+
+	// A session created on the other pod; both pods list both.
+	rs.pods[other].createSession("u", "second")
+	for i, p := range rs.pods {
+		code, body := p.do(http.MethodGet, "/apps/goose/users/u/sessions", nil)
+		var list []struct {
+			ID string `json:"id"`
+		}
+		if code != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list) != 2 {
+			t.Fatalf("pod %d lists %d: %s", i, code, body)
+		}
+		if ids := list[0].ID + "," + list[1].ID; ids != "conv,second" && ids != "second,conv" {
+			t.Fatalf("pod %d lists %s", i, ids)
+		}
+	}
+
+	// Each pod counts only its own sessions, so the operator's sum is right.
+	if a, b := rs.pods[own].stats().Sessions.Total, rs.pods[other].stats().Sessions.Total; a != 1 || b != 1 {
+		t.Fatalf("sessions per pod %d and %d, want 1 and 1", a, b)
+	}
+
+	// A session no pod has is served where it lands: adkrest's 404.
+	if code, _ := rs.pods[other].runSSE(runBody("u", "nowhere", "hi", true)); code != http.StatusNotFound {
+		t.Fatalf("run on an unknown session: %d, want 404", code)
+	}
+
+	// The owner gone: the other pod must not start a second copy of the
+	// conversation; it says to retry. Its list is partial, and says so.
+	rs.pods[own].stop()
+	if code, _ := rs.pods[other].runSSE(runBody("u", "conv", "again", true)); code != http.StatusServiceUnavailable {
+		t.Fatalf("run with the owner down: %d, want 503", code)
+	}
+	resp := rs.pods[other].get(t, "/apps/goose/users/u/sessions")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(peering.PartialHeader) != "1" {
+		t.Fatalf("list with a peer down: %d, %s=%q", resp.StatusCode, peering.PartialHeader, resp.Header.Get(peering.PartialHeader))
+	}
+}
+
+// TestReplicasA2AConversation: adk-go's A2A client keeps one contextId for a
+// conversation; its turns reach the pod that has the context, whichever pod
+// the Service picks, and tasks are found through any pod.
+func TestReplicasA2AConversation(t *testing.T) {
+	rs := startReplicaSet(t)
+	hc := &http.Client{Transport: bearer{&http.Transport{DisableKeepAlives: true}}}
+	remote, err := remoteagent.NewA2A(remoteagent.A2AConfig{
+		Name:              "goose_remote",
+		AgentCardProvider: remoteagent.NewAgentCardProvider(rs.lbURL),
+		ClientProvider:    remoteagent.NewA2AClientProvider(a2aclient.NewFactory(a2aclient.WithJSONRPCTransport(hc))),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := session.InMemoryService()
+	r, err := runner.New(runner.Config{AppName: "client", Agent: remote, SessionService: sessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sessions.Create(t.Context(), &session.CreateRequest{AppName: "client", UserID: "u", SessionID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	contexts := map[string]bool{}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		var text string
+		for ev, err := range r.Run(ctx, "u", "s", genai.NewContentFromText(fmt.Sprintf("a2a turn %d", i), genai.RoleUser), agent.RunConfig{}) {
+			if err != nil {
+				cancel()
+				t.Fatalf("turn %d: %v", i, err)
+			}
+			if ev.ErrorMessage != "" {
+				cancel()
+				t.Fatalf("turn %d: error event %s", i, ev.ErrorMessage)
+			}
+			for k, v := range ev.CustomMetadata {
+				if c, ok := v.(string); ok && strings.HasSuffix(k, "context_id") {
+					contexts[c] = true
+				}
+			}
+			if ev.Content != nil && !ev.Partial {
+				for _, p := range ev.Content.Parts {
+					if p.Text != "" {
+						text = p.Text
+					}
+				}
+			}
+		}
+		cancel()
+		if want := fmt.Sprintf("echo: a2a turn %d", i); text != want {
+			t.Fatalf("turn %d: reply %q, want %q", i, text, want)
+		}
+	}
+	own, gooseSessions := rs.owner(t, 3)
+	if len(gooseSessions) != 1 {
+		t.Fatalf("the conversation used goose sessions %v, want one", gooseSessions)
+	}
+
+	// The balancer spread the turns: the pod without the context forwarded.
+	other := 1 - own
+	if got := rs.metric(t, other, `adk2goose_peer_lookups_total{outcome="forwarded"}`); got == "" || got == "0" {
+		t.Fatalf("forwarded lookups on the other pod: %q", got)
+	}
+
+	// Its tasks, asked for through the pod without them (A2A 0.3 wire).
+	if len(contexts) != 1 {
+		t.Fatalf("the client saw A2A contexts %v, want one", contexts)
+	}
+	var contextID string
+	for c := range contexts {
+		contextID = c
+	}
+	task := rs.pods[other].a2aSend(t, contextID)
+	code, body := rs.pods[other].do(http.MethodPost, server.A2APathV03, map[string]any{
+		"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": map[string]any{"id": task},
+	})
+	if code != http.StatusOK || !strings.Contains(string(body), `"id":"`+task+`"`) || strings.Contains(string(body), `"error"`) {
+		t.Fatalf("tasks/get through the other pod: %d %s", code, body)
+	}
+	if n := len(rs.gooses[own].Prompts()); n != 4 || len(rs.gooses[other].Prompts()) != 0 {
+		t.Fatalf("after a 0.3 message to the other pod: prompts %d on the owner, %d elsewhere", n, len(rs.gooses[other].Prompts()))
+	}
+}
+
+// a2aSend sends one A2A 0.3 message in contextID and returns its task id.
+func (s *sidecar) a2aSend(t *testing.T, contextID string) string {
+	t.Helper()
+	code, body := s.do(http.MethodPost, server.A2APathV03, map[string]any{
+		"jsonrpc": "2.0", "id": 1, "method": "message/send",
+		"params": map[string]any{"message": map[string]any{
+			"kind": "message", "messageId": "m-0.3", "role": "user", "contextId": contextID,
+			"parts": []any{map[string]any{"kind": "text", "text": "over 0.3"}},
+		}},
+	})
+	var rpc struct {
+		Result struct {
+			ID        string `json:"id"`
+			ContextID string `json:"contextId"`
+		} `json:"result"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &rpc) != nil || rpc.Result.ID == "" || rpc.Result.ContextID != contextID {
+		t.Fatalf("message/send in context %s: %d %s", contextID, code, body)
+	}
+	return rpc.Result.ID
+}
+
+// get sends an authenticated GET and returns the response, body closed.
+func (s *sidecar) get(t *testing.T, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp
+}
