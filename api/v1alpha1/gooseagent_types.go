@@ -96,7 +96,10 @@ type GooseAgentSpec struct {
 
 	// Replicas is the number of agent pods. Unset leaves the count to whoever
 	// scales the StatefulSet (an HPA, or kubectl scale); the operator starts it at 1.
-	// Each replica has its own session volume.
+	// Each replica has its own session volume: a session stays on the pod that
+	// created it, and the other pods forward requests for it there. Scaling
+	// down keeps the removed pods' volumes; their sessions are unreachable
+	// until the count grows back.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=32
 	// +optional
@@ -468,7 +471,9 @@ type PodTemplateOverrides struct {
 // NetworkPolicySpec configures the optional NetworkPolicy.
 type NetworkPolicySpec struct {
 	// From lists the peers allowed to reach the sidecar port. Empty allows any
-	// source; every other port of the pods is closed either way.
+	// source; every other port of the pods is closed either way. When not
+	// empty, the agent's own pods are always admitted as well, so replicas can
+	// forward sessions to each other.
 	// +listType=atomic
 	// +optional
 	From []networkingv1.NetworkPolicyPeer `json:"from,omitempty"`
