@@ -17,6 +17,8 @@ import (
 	"github.com/gorilla/mux"
 	"google.golang.org/adk/cmd/launcher"
 	adkwebui "google.golang.org/adk/cmd/launcher/web/webui"
+
+	"github.com/adk2goose/goose-operator/internal/relay"
 )
 
 // APIPrefix is the path the UI's backendUrl points at; requests under it go
@@ -93,6 +95,7 @@ func newProxy(backend *url.URL, token string, log *slog.Logger) http.Handler {
 				out.URL.RawQuery = q.Encode()
 			}
 			out.Header.Set("Authorization", "Bearer "+token)
+			relay.LimitBody(out)
 		},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

@@ -27,6 +27,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/adk2goose/goose-operator/internal/relay"
 )
 
 // OwnerPath answers 200 when this pod owns the session (query user and
@@ -160,6 +162,7 @@ func New(cfg Config) *Router {
 			// This pod already answered CORS; the peer would add its headers a
 			// second time, which browsers reject.
 			pr.Out.Header.Del("Origin")
+			relay.LimitBody(pr.Out)
 		},
 		Transport: cfg.Transport,
 		ErrorLog:  slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
