@@ -26,6 +26,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
+	"github.com/adk2goose/goose-operator/sidecar/server"
 )
 
 // BenchmarkStreamPaths compares three ways of consuming the same fake goose
@@ -35,6 +36,8 @@ import (
 //	proxy      the same client through a plain httputil.ReverseProxy
 //	adk2goose  an HTTP client reads /run_sse of the full sidecar
 //	           (auth, lenient layer, adkrest, runner, SQLite sessions, gooseagent)
+//	forwarded  the same /run_sse sent to a second replica's sidecar, which
+//	           finds the session's owner (an owner query) and forwards the stream
 //
 // It prints a table: time to first event p50/p99, per-event latency inside a
 // stream, events/s over all streams, heap+stack per open stream with 1,000
@@ -117,37 +120,44 @@ func BenchmarkStreamPaths(b *testing.B) {
 	sseTr.MaxIdleConnsPerHost = held + 10
 	sseClient := &http.Client{Transport: sseTr}
 	defer sseTr.CloseIdleConnections()
-	viaSidecar := func(i int) (func(context.Context, string, func()) error, error) {
-		id := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i)
-		code, body := sc.do(http.MethodPost, "/apps/"+appName+"/users/u/sessions/"+id, nil)
-		if code != 200 {
-			return nil, fmt.Errorf("create session: %d %s", code, body)
-		}
-		return func(ctx context.Context, text string, onEvent func()) error {
-			j, _ := json.Marshal(runBody("u", id, text, true))
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, sc.URL+"/run_sse", bytes.NewReader(j))
-			req.Header.Set("X-API-Key", testToken)
-			resp, err := sseClient.Do(req)
-			if err != nil {
-				return err
+	// A second replica, whose own goose is never used: it forwards to sc.
+	peer := startSidecar(b, newClient(fake.URL), b.TempDir(), func(cfg *server.Config) {
+		cfg.Peers = func(context.Context) ([]string, error) { return []string{sc.URL}, nil }
+	})
+	viaSidecar := func(entry *sidecar) func(i int) (func(context.Context, string, func()) error, error) {
+		return func(i int) (func(context.Context, string, func()) error, error) {
+			id := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i)
+			code, body := sc.do(http.MethodPost, "/apps/"+appName+"/users/u/sessions/"+id, nil)
+			if code != 200 {
+				return nil, fmt.Errorf("create session: %d %s", code, body)
 			}
-			defer resp.Body.Close()
-			r := bufio.NewReaderSize(resp.Body, 64<<10)
-			for {
-				line, err := r.ReadSlice('\n')
+			return func(ctx context.Context, text string, onEvent func()) error {
+				j, _ := json.Marshal(runBody("u", id, text, true))
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, entry.URL+"/run_sse", bytes.NewReader(j))
+				req.Header.Set("X-API-Key", testToken)
+				resp, err := sseClient.Do(req)
 				if err != nil {
-					return nil
+					return err
 				}
-				if bytes.HasPrefix(line, []byte(`data: {`)) && bytes.Contains(line, []byte(`"partial":true`)) {
-					onEvent()
+				defer resp.Body.Close()
+				r := bufio.NewReaderSize(resp.Body, 64<<10)
+				for {
+					line, err := r.ReadSlice('\n')
+					if err != nil {
+						return nil
+					}
+					if bytes.HasPrefix(line, []byte(`data: {`)) && bytes.Contains(line, []byte(`"partial":true`)) {
+						onEvent()
+					}
 				}
-			}
-		}, nil
+			}, nil
+		}
 	}
 	paths := []path{
 		{"direct", viaGoose(newClient(fake.URL))},
 		{"proxy", viaGoose(newClient("http://" + pln.Addr().String()))},
-		{"adk2goose", viaSidecar},
+		{"adk2goose", viaSidecar(sc)},
+		{"forwarded", viaSidecar(peer)},
 	}
 
 	type result struct {
@@ -259,13 +269,17 @@ func BenchmarkStreamPaths(b *testing.B) {
 		fmt.Fprintf(&out, "%-10s %12s %12s %14s %12.0f %16.1f %13.2f\n", p.name, pct(r.ttfe, 50).Round(time.Microsecond), pct(r.ttfe, 99).Round(time.Microsecond),
 			pct(r.perEvent, 50).Round(100*time.Nanosecond), rate(r), r.bytesPerStream/1024, cpu(r))
 	}
-	for _, name := range []string{"proxy", "adk2goose"} {
+	for _, name := range []string{"proxy", "adk2goose", "forwarded"} {
 		r := results[name]
 		fmt.Fprintf(&out, "%-10s vs direct: TTFE p50 x%.1f, p99 x%.1f, per-event x%.1f, events/s x%.2f, memory/stream x%.1f, CPU/reply x%.1f\n", name,
 			ratio(pct(r.ttfe, 50), pct(d.ttfe, 50)), ratio(pct(r.ttfe, 99), pct(d.ttfe, 99)),
 			ratio(pct(r.perEvent, 50), pct(d.perEvent, 50)),
 			rate(r)/rate(d), r.bytesPerStream/d.bytesPerStream, ratio(r.cpu, d.cpu))
 	}
+	a, f := results["adk2goose"], results["forwarded"]
+	fmt.Fprintf(&out, "forwarded vs adk2goose (the cost of a replica hop): TTFE p50 x%.1f, per-event x%.1f, events/s x%.2f, memory/stream x%.1f, CPU/reply x%.1f\n",
+		ratio(pct(f.ttfe, 50), pct(a.ttfe, 50)), ratio(pct(f.perEvent, 50), pct(a.perEvent, 50)),
+		rate(f)/rate(a), f.bytesPerStream/a.bytesPerStream, ratio(f.cpu, a.cpu))
 	fmt.Fprint(os.Stdout, out.String())
 }
 
