@@ -182,7 +182,9 @@ func New(cfg Config) *Router {
 // Wrap returns next behind the router.
 func (r *Router) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Header.Get(HopHeader) != "" {
+		// OPTIONS is unauthenticated (CORS preflight): it must not make this
+		// pod query its peers.
+		if req.Header.Get(HopHeader) != "" || req.Method == http.MethodOptions {
 			next.ServeHTTP(w, req)
 			return
 		}

@@ -224,6 +224,7 @@ func TestRouterServesLocally(t *testing.T) {
 		{"names no session", http.MethodPost, "/apps/goose/users/u/sessions", ""},
 		{"new A2A conversation", http.MethodPost, "/a2a/v1/invoke", `{"method":"SendMessage","params":{"message":{"messageId":"m"}}}`},
 		{"other app", http.MethodGet, "/apps/other/users/u/sessions/s", ""},
+		{"preflight", http.MethodOptions, "/apps/goose/users/u/sessions/s", ""},
 		{"body over the limit", http.MethodPost, "/run", `{"userId":"u","sessionId":"s","pad":"` + strings.Repeat("x", 2<<10) + `"}`},
 		{"unparsable body", http.MethodPost, "/run", `{"userId":`},
 	} {
