@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -9,33 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/adk2goose/goose-operator/internal/syncbuf"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
@@ -67,7 +49,7 @@ func TestRunServesAndDrains(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			addrc := make(chan net.Addr, 1)
-			logs := &syncBuf{}
+			logs := &syncbuf.Buffer{}
 			done := make(chan error, 1)
 			go func() {
 				done <- runWith(ctx, []string{"-listen", "127.0.0.1:0", "-auth-token-file", tokenFile, "-app-name", "my_goose"},

@@ -3,34 +3,12 @@ package main
 import (
 	"bytes"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// syncBuf is a bytes.Buffer safe to write from the UI's goroutines while
-// the test reads it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestDispatch(t *testing.T) {
 	for name, c := range map[string]struct {

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/internal/syncbuf"
 	"github.com/adk2goose/goose-operator/internal/testenv"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -85,7 +86,7 @@ func TestUIBusyPort(t *testing.T) {
 }
 
 func TestOpenBrowserWithoutDisplay(t *testing.T) {
-	if err := openBrowser("http://127.0.0.1:1/ui/", envMap(nil)); err != nil && !errors.Is(err, errNoOpener) {
+	if err := openBrowser("http://127.0.0.1:1/ui/", func(string) string { return "" }); err != nil && !errors.Is(err, errNoOpener) {
 		// On macOS and Windows an opener exists without DISPLAY; elsewhere none must be tried.
 		t.Fatalf("%v", err)
 	}
@@ -172,7 +173,7 @@ func startSidecar(t *testing.T, token string) string {
 // uiRun is one `goosectl ui` invocation running in the background.
 type uiRun struct {
 	origin string
-	out    *syncBuf
+	out    *syncbuf.Buffer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -180,7 +181,7 @@ type uiRun struct {
 func startUI(t *testing.T, fwd podForwarder, args ...string) (*uiRun, error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &uiRun{out: &syncBuf{}, cancel: cancel, done: make(chan error, 1)}
+	r := &uiRun{out: &syncbuf.Buffer{}, cancel: cancel, done: make(chan error, 1)}
 	serving := make(chan string, 1)
 	env := uiEnv{
 		stdout: r.out, stderr: r.out,

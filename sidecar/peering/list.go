@@ -101,7 +101,7 @@ func (r *Router) peerList(ctx context.Context, in *http.Request, peer string) ([
 	if a := in.Header.Get("Authorization"); a != "" {
 		req.Header.Set("Authorization", a)
 	}
-	resp, err := r.cfg.Client.Do(req)
+	resp, err := r.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("failed to list sessions: %w", err)
 	}

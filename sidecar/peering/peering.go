@@ -114,12 +114,8 @@ type Config struct {
 	// MaxBodyBytes bounds the bodies read to find a key. Larger requests
 	// are served locally, which rejects them.
 	MaxBodyBytes int64
-	// Client makes owner queries. Default: a client with LookupTimeout.
-	Client *http.Client
 	// LookupTimeout bounds one round of owner queries. Default 3s.
 	LookupTimeout time.Duration
-	// Transport carries forwarded requests. Default http.DefaultTransport.
-	Transport http.RoundTripper
 	// Forwarded, if set, is told the outcome of every peer lookup:
 	// "forwarded", "local" (no pod had it), "unavailable" (a peer did not
 	// answer) or "error" (this pod could not look).
@@ -129,9 +125,10 @@ type Config struct {
 
 // Router forwards requests for other pods' sessions; see the package doc.
 type Router struct {
-	cfg   Config
-	log   *slog.Logger
-	proxy *httputil.ReverseProxy
+	cfg    Config
+	log    *slog.Logger
+	proxy  *httputil.ReverseProxy
+	client *http.Client // owner queries and peers' session lists
 }
 
 type peerKey struct{}
@@ -141,18 +138,13 @@ func New(cfg Config) *Router {
 	if cfg.LookupTimeout <= 0 {
 		cfg.LookupTimeout = 3 * time.Second
 	}
-	if cfg.Client == nil {
-		// A pool of its own: a lookup cancelled once the owner answered must
-		// not share connections with forwarded streams.
-		cfg.Client = &http.Client{Timeout: cfg.LookupTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Forwarded == nil {
 		cfg.Forwarded = func(string) {}
 	}
-	r := &Router{cfg: cfg, log: cfg.Logger}
+	r := &Router{cfg: cfg, log: cfg.Logger, client: &http.Client{Timeout: cfg.LookupTimeout}}
 	r.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			target := pr.In.Context().Value(peerKey{}).(*url.URL)
@@ -164,8 +156,7 @@ func New(cfg Config) *Router {
 			pr.Out.Header.Del("Origin")
 			relay.LimitBody(pr.Out)
 		},
-		Transport: cfg.Transport,
-		ErrorLog:  slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		// Stream /run_sse and A2A SSE events as they come.
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
@@ -281,7 +272,7 @@ func (r *Router) ask(ctx context.Context, peer *url.URL, k Key) (bool, error) {
 	if r.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.cfg.Token)
 	}
-	resp, err := r.cfg.Client.Do(req)
+	resp, err := r.client.Do(req)
 	if err != nil {
 		return false, fmt.Errorf("failed to query owner: %w", err)
 	}

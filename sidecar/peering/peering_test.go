@@ -144,12 +144,13 @@ func startPod(t *testing.T, name string, owner Owner, peers Peers, mut ...func(*
 	mux := http.NewServeMux()
 	mux.Handle("GET "+OwnerPath, OwnerHandler(owner, cfg.Logger))
 	mux.Handle("/", local)
+	routed := New(cfg).Wrap(mux)
 	auth := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Header.Get("Authorization") != "Bearer tok" {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
-		New(cfg).Wrap(mux).ServeHTTP(w, req)
+		routed.ServeHTTP(w, req)
 	})
 	p.srv = httptest.NewServer(auth)
 	t.Cleanup(p.srv.Close)

@@ -27,11 +27,12 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
-// remoteRun drives the sidecar with adk-go's own A2A client (remoteagent v2)
-// as the root agent of a local ADK runner.
-func remoteRun(t *testing.T, base, text string, mode agent.StreamingMode) []*session.Event {
+// remoteRunner is a local ADK runner whose root agent is adk-go's A2A client
+// (remoteagent v2) for the agent card at base, with session "s" of user "u"
+// created. tr carries its requests; the sidecar token is added.
+func remoteRunner(t *testing.T, base string, tr http.RoundTripper) *runner.Runner {
 	t.Helper()
-	hc := &http.Client{Transport: bearer{http.DefaultTransport}}
+	hc := &http.Client{Transport: bearer{tr}}
 	t.Cleanup(hc.CloseIdleConnections)
 	remote, err := remoteagent.NewA2A(remoteagent.A2AConfig{
 		Name:              "goose_remote",
@@ -50,6 +51,13 @@ func remoteRun(t *testing.T, base, text string, mode agent.StreamingMode) []*ses
 	if _, err := sessions.Create(t.Context(), &session.CreateRequest{AppName: "client", UserID: "u", SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// remoteRun drives the sidecar with adk-go's own A2A client for one turn.
+func remoteRun(t *testing.T, base, text string, mode agent.StreamingMode) []*session.Event {
+	t.Helper()
+	r := remoteRunner(t, base, http.DefaultTransport)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	var out []*session.Event

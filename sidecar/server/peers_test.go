@@ -12,11 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"google.golang.org/adk/agent"
-	remoteagent "google.golang.org/adk/agent/remoteagent/v2"
-	"google.golang.org/adk/runner"
-	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
@@ -249,23 +245,8 @@ func TestReplicasRESTConversation(t *testing.T) {
 // the Service picks, and tasks are found through any pod.
 func TestReplicasA2AConversation(t *testing.T) {
 	rs := startReplicaSet(t)
-	hc := &http.Client{Transport: bearer{&http.Transport{DisableKeepAlives: true}}}
-	remote, err := remoteagent.NewA2A(remoteagent.A2AConfig{
-		Name:              "goose_remote",
-		AgentCardProvider: remoteagent.NewAgentCardProvider(rs.lbURL),
-		ClientProvider:    remoteagent.NewA2AClientProvider(a2aclient.NewFactory(a2aclient.WithJSONRPCTransport(hc))),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sessions := session.InMemoryService()
-	r, err := runner.New(runner.Config{AppName: "client", Agent: remote, SessionService: sessions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sessions.Create(t.Context(), &session.CreateRequest{AppName: "client", UserID: "u", SessionID: "s"}); err != nil {
-		t.Fatal(err)
-	}
+	// A connection per request, so the balancer alternates pods.
+	r := remoteRunner(t, rs.lbURL, &http.Transport{DisableKeepAlives: true})
 	contexts := map[string]bool{}
 	for i := range 3 {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
