@@ -93,6 +93,14 @@ test-dockerfile: ## Check the Dockerfile's targets, stages and build steps again
 	@# A module of its own: the BuildKit parser would upgrade otel, grpc and x/* in the main module.
 	cd test/dockerfile && go vet ./... && go test ./...
 
+.PHONY: e2e
+e2e: build $(HELM) ## Run the e2e suite on a real one-node cluster (kubelet + containerd) it brings up and tears down. Needs root; see README.
+	hack/e2e/run.sh
+
+.PHONY: e2e-down
+e2e-down: ## Tear down what an interrupted or E2E_KEEP=1 `make e2e` left on this machine.
+	hack/e2e/cluster.sh down
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 20000x executions; a duration like 5m works too).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -34,6 +35,10 @@ func WithServeScript(s Script) ServeOption { return func(f *Serve) { f.script = 
 // WithServeSecret sets GOOSE_SERVER__SECRET_KEY (default: random). An empty
 // key is --dangerously-unauthenticated: no check at all (§1).
 func WithServeSecret(key string) ServeOption { return func(f *Serve) { f.Secret = key } }
+
+// WithServeListener serves on l instead of a new loopback port, as `goose
+// serve --host H --port P` does (test/e2e/cmd/goose, the e2e goose image).
+func WithServeListener(l net.Listener) ServeOption { return func(f *Serve) { f.listener = l } }
 
 // ServeContextLimit is the model context size the fake reports.
 const ServeContextLimit = 128000
@@ -80,9 +85,10 @@ type Serve struct {
 	// Secret is the key clients must send (X-Secret-Key or ?token=).
 	Secret string
 
-	srv    *httptest.Server
-	script Script
-	wg     sync.WaitGroup
+	srv      *httptest.Server
+	listener net.Listener
+	script   Script
+	wg       sync.WaitGroup
 
 	mu          sync.Mutex
 	closed      bool
@@ -133,7 +139,7 @@ func NewServe(t testing.TB, opts ...ServeOption) *Serve {
 	mux.HandleFunc("/status", s.handleHealth)
 	mux.HandleFunc("/health", s.handleHealth)
 	mux.HandleFunc("/acp", s.handleACP)
-	s.srv = httptest.NewServer(mux)
+	s.srv = newServer(mux, s.listener)
 	s.URL = s.srv.URL
 	if t != nil {
 		t.Cleanup(s.Close)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -47,6 +48,9 @@ type GoosedOptions struct {
 	// GOOSE_MODEL, which /agent/resume falls back to (§2.1). Defaults
 	// "openai" and "gpt-4o".
 	DefaultProvider, DefaultModel string
+	// Listener, when set, is served instead of a new loopback port, as
+	// goosed's GOOSE_HOST and GOOSE_PORT choose (the e2e goose image).
+	Listener net.Listener
 }
 
 // GoosedRequest is one request the fake received.
@@ -159,7 +163,7 @@ func NewGoosed(opts GoosedOptions) *Goosed {
 		early:     make(map[string]string),
 		changed:   make(chan struct{}),
 	}
-	g.srv = httptest.NewServer(g.handler())
+	g.srv = newServer(g.handler(), opts.Listener)
 	g.URL = g.srv.URL
 	return g
 }

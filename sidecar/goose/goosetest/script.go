@@ -6,6 +6,9 @@ package goosetest
 
 import (
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"time"
 )
 
@@ -84,4 +87,17 @@ func Echo(_ string, userText string) Reply {
 // Fixed is a Script that always plays the same reply.
 func Fixed(r Reply) Script {
 	return func(string, string) Reply { return r }
+}
+
+// newServer starts an httptest server for h on l, or on a new loopback port
+// when l is nil.
+func newServer(h http.Handler, l net.Listener) *httptest.Server {
+	if l == nil {
+		return httptest.NewServer(h)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	_ = srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	return srv
 }

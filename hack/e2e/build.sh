@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds what the e2e node runs, from Go module sources, and the images it
+# loads; prints nothing on stdout but the directory (bin/e2e).
+#
+#   bin/e2e/k8s-<version>/   kubelet, kube-proxy, kube-scheduler, kube-controller-manager
+#                            (hack/envtest/kube-apiserver pins k8s.io/kubernetes; built once)
+#   bin/e2e/cni/             bridge, host-local, loopback (hack/e2e/cni; built once)
+#   bin/e2e/addons/          coredns, local-path-provisioner (hack/e2e/coredns, hack/e2e/local-path; built once)
+#   bin/e2e/                 goose (stand-in), client, pause: rebuilt on every run (cheap)
+#   bin/e2e/images/          OCI archives of every image (hack/e2e/images), rebuilt on every run
+#
+# kube-apiserver, etcd and kubectl come from hack/setup-envtest.sh. Progress
+# goes to stderr. Delete a directory to force its rebuild.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+k8s_version=1.37.1
+out=$root/bin/e2e
+export CGO_ENABLED=0
+
+build() { # dest, helper module dir, package, extra go build flags...
+  local dest=$1 mod=$2 pkg=$3
+  shift 3
+  [[ -x "$dest" ]] && return 0
+  echo "building $(basename "$dest") from Go module sources (first run only)..." >&2
+  mkdir -p "$(dirname "$dest")"
+  # A temporary name, so that an interrupted build leaves no broken binary.
+  (cd "$root/$mod" && go build -trimpath "$@" -o "$dest.tmp" "$pkg") >&2
+  mv "$dest.tmp" "$dest"
+}
+
+# Without the version stamp the components report v0.0.0-master.
+stamp=(-ldflags "-X k8s.io/component-base/version.gitVersion=v$k8s_version")
+for c in kubelet kube-proxy kube-scheduler kube-controller-manager; do
+  build "$out/k8s-$k8s_version/$c" hack/envtest/kube-apiserver "k8s.io/kubernetes/cmd/$c" "${stamp[@]}"
+done
+for p in main/bridge ipam/host-local main/loopback; do
+  build "$out/cni/$(basename "$p")" hack/e2e/cni "github.com/containernetworking/plugins/plugins/$p"
+done
+build "$out/addons/coredns" hack/e2e/coredns .
+build "$out/addons/local-path-provisioner" hack/e2e/local-path github.com/rancher/local-path-provisioner
+
+# Per run: these follow the repository's code.
+(cd "$root" && go build -trimpath -o "$out/goose" ./test/e2e/cmd/goose && go build -trimpath -o "$out/client" ./test/e2e/cmd/client) >&2
+(cd "$root/hack/e2e/images" && go build -trimpath -o "$out/pause" ./pause && go build -trimpath -o "$out/images-tool" .) >&2
+echo "$out"

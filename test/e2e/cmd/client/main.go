@@ -1,0 +1,237 @@
+// Command client is the e2e suite's chat client, run inside a client pod so
+// that its requests reach an agent through the cluster's Service routing and
+// DNS as an in-cluster ADK client's would. It prints one JSON object.
+//
+//	client rest -url URL -token T -app APP -user U -session S -text TEXT
+//	    one turn over the ADK REST API (POST /run_sse), creating the session
+//	    first when -create is given
+//	client a2a -url URL -token T -text TEXT
+//	    one turn over A2A with adk-go's remoteagent (the agent as a sub-agent)
+//	client get -url URL [-token T] [-insecure]
+//	    a GET whose body is printed as is (a pod's /metrics, a session)
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"google.golang.org/adk/agent"
+	remoteagent "google.golang.org/adk/agent/remoteagent/v2"
+	"google.golang.org/adk/runner"
+	"google.golang.org/adk/session"
+	"google.golang.org/genai"
+)
+
+// Result is what one turn returned.
+type Result struct {
+	Text             string `json:"text"`
+	PromptTokens     int32  `json:"promptTokens"`
+	CandidatesTokens int32  `json:"candidatesTokens"`
+	TotalTokens      int32  `json:"totalTokens"`
+}
+
+func main() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := run(ctx, os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		os.Exit(1)
+	}
+	if res != nil {
+		_ = json.NewEncoder(os.Stdout).Encode(res)
+	}
+}
+
+func run(ctx context.Context, args []string) (*Result, error) {
+	if len(args) == 0 {
+		return nil, errors.New("usage: client rest|a2a [flags]")
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	url := fs.String("url", "", "the agent's base URL, e.g. http://NAME.NS.svc:8080")
+	token := fs.String("token", "", "the agent's bearer token")
+	text := fs.String("text", "hello", "the user's message")
+	app := fs.String("app", "", "ADK app name (rest)")
+	user := fs.String("user", "e2e", "ADK user id (rest)")
+	sid := fs.String("session", "", "ADK session id (rest)")
+	create := fs.Bool("create", false, "create the session first (rest)")
+	insecure := fs.Bool("insecure", false, "skip TLS verification (get; the manager's self-signed metrics endpoint)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, err
+	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	if *insecure {
+		base.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // e2e only: a self-signed in-cluster endpoint
+	}
+	hc := &http.Client{Transport: bearer{*token, base}}
+	switch args[0] {
+	case "get":
+		return nil, get(ctx, hc, *url)
+	case "rest":
+		if *create {
+			if err := post(ctx, hc, *url+"/apps/"+*app+"/users/"+*user+"/sessions/"+*sid, nil, io.Discard); err != nil {
+				return nil, fmt.Errorf("failed to create session: %w", err)
+			}
+		}
+		return runREST(ctx, hc, *url, *app, *user, *sid, *text)
+	case "a2a":
+		return runA2A(ctx, hc, *url, *text)
+	}
+	return nil, fmt.Errorf("unknown command %q", args[0])
+}
+
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+func post(ctx context.Context, hc *http.Client, url string, body any, out io.Writer) error {
+	j, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	if body == nil {
+		j = []byte("{}")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(j))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("POST %s: HTTP %d: %s", url, resp.StatusCode, b)
+	}
+	_, err = io.Copy(out, resp.Body)
+	return err
+}
+
+func get(ctx context.Context, hc *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, b)
+	}
+	_, err = io.Copy(os.Stdout, resp.Body)
+	return err
+}
+
+// runREST plays one turn over POST /run_sse and keeps the final event's text
+// and usage.
+func runREST(ctx context.Context, hc *http.Client, url, app, user, sid, text string) (*Result, error) {
+	var buf bytes.Buffer
+	err := post(ctx, hc, url+"/run_sse", map[string]any{
+		"appName": app, "userId": user, "sessionId": sid, "streaming": true,
+		"newMessage": map[string]any{"role": "user", "parts": []any{map[string]any{"text": text}}},
+	}, &buf)
+	if err != nil {
+		return nil, fmt.Errorf("failed to run: %w", err)
+	}
+	res := &Result{}
+	sc := bufio.NewScanner(&buf)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	final := false
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev session.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return nil, fmt.Errorf("failed to decode event %s: %w", data, err)
+		}
+		if ev.ErrorMessage != "" {
+			return nil, fmt.Errorf("the agent answered an error: %s", ev.ErrorMessage)
+		}
+		if ev.Partial {
+			continue
+		}
+		final = true
+		res.add(&ev)
+	}
+	if !final {
+		return nil, errors.New("the stream ended without a final event")
+	}
+	return res, nil
+}
+
+func (r *Result) add(ev *session.Event) {
+	if ev.Content != nil {
+		for _, p := range ev.Content.Parts {
+			if !p.Thought {
+				r.Text += p.Text
+			}
+		}
+	}
+	if u := ev.UsageMetadata; u != nil {
+		r.PromptTokens, r.CandidatesTokens, r.TotalTokens = u.PromptTokenCount, u.CandidatesTokenCount, u.TotalTokenCount
+	}
+}
+
+// runA2A plays one turn with adk-go's A2A remote agent, as an ADK program
+// using the GooseAgent as a sub-agent does.
+func runA2A(ctx context.Context, hc *http.Client, url, text string) (*Result, error) {
+	remote, err := remoteagent.NewA2A(remoteagent.A2AConfig{
+		Name:              "goose_remote",
+		AgentCardProvider: remoteagent.NewAgentCardProvider(url),
+		ClientProvider:    remoteagent.NewA2AClientProvider(a2aclient.NewFactory(a2aclient.WithJSONRPCTransport(hc))),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create A2A client: %w", err)
+	}
+	sessions := session.InMemoryService()
+	r, err := runner.New(runner.Config{AppName: "e2e_client", Agent: remote, SessionService: sessions})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create runner: %w", err)
+	}
+	if _, err := sessions.Create(ctx, &session.CreateRequest{AppName: "e2e_client", UserID: "e2e", SessionID: "a2a"}); err != nil {
+		return nil, fmt.Errorf("failed to create client session: %w", err)
+	}
+	res := &Result{}
+	for ev, err := range r.Run(ctx, "e2e", "a2a", genai.NewContentFromText(text, genai.RoleUser), agent.RunConfig{}) {
+		if err != nil {
+			return nil, fmt.Errorf("failed to run over A2A: %w", err)
+		}
+		if ev.ErrorMessage != "" {
+			return nil, fmt.Errorf("the agent answered an error over A2A: %s", ev.ErrorMessage)
+		}
+		if !ev.Partial {
+			res.add(ev)
+		}
+	}
+	if res.Text == "" {
+		return nil, errors.New("the A2A reply carried no text")
+	}
+	return res, nil
+}
