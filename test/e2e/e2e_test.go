@@ -40,7 +40,14 @@ func TestE2E(t *testing.T) {
 		return
 	}
 	t.Run("1-samples", func(t *testing.T) { timed(t); e.samples(t) })
-	t.Run("2-chat", func(t *testing.T) { timed(t); e.chatThroughService(t) })
+	var pod string
+	t.Run("2-chat", func(t *testing.T) { timed(t); pod = e.chatThroughService(t) })
+	if pod != "" {
+		t.Run("3-secret-roll", func(t *testing.T) { timed(t); e.secretRoll(t, pod) })
+		t.Run("4-pod-deletion", func(t *testing.T) { timed(t); e.podDeletion(t, pod) })
+		t.Run("5-two-replicas", func(t *testing.T) { timed(t); e.twoReplicas(t, pod) })
+	}
+	t.Run("6-restricted", func(t *testing.T) { timed(t); e.restricted(t) })
 	t.Run("8-invalid-spec", func(t *testing.T) { timed(t); e.invalidSpec(t) })
 	t.Run("7-delete", func(t *testing.T) { timed(t); e.deleteAgent(t) })
 	t.Run("uninstall", func(t *testing.T) { timed(t); e.uninstallManifest(t) })
@@ -110,7 +117,9 @@ func (e *env) managerMetrics(t *testing.T, ns, pod string) {
 	t.Helper()
 	e.mustKubectl(t, "", "-n", ns, "create", "serviceaccount", "metrics-client")
 	e.mustKubectl(t, "", "create", "clusterrolebinding", "e2e-metrics-client", "--clusterrole=goose-operator-metrics-reader", "--serviceaccount="+ns+":metrics-client")
-	t.Cleanup(func() { _, _ = e.kubectl(t, "", "delete", "clusterrolebinding", "e2e-metrics-client", "--ignore-not-found") })
+	t.Cleanup(func() {
+		_, _ = e.kubectl(t, "", "delete", "clusterrolebinding", "e2e-metrics-client", "--ignore-not-found")
+	})
 	tok := strings.TrimSpace(e.mustKubectl(t, "", "-n", ns, "create", "token", "metrics-client"))
 	url := fmt.Sprintf("https://%s.%s.svc:8443/metrics", metricsService, operatorNS)
 	var body string
@@ -198,8 +207,9 @@ func sidecarBeforeGoose(t *testing.T, p *corev1.Pod) {
 }
 
 // chatThroughService is case 2: ADK REST and A2A through the Service from a
-// pod, then the status shows that chat's sessions and tokens.
-func (e *env) chatThroughService(t *testing.T) {
+// pod, then the status shows that chat's sessions and tokens. It returns the
+// client pod for the next cases.
+func (e *env) chatThroughService(t *testing.T) string {
 	const name = "minimal"
 	pod := e.clientPod(t, samplesNS)
 	e.managerMetrics(t, samplesNS, pod)
@@ -238,6 +248,7 @@ func (e *env) chatThroughService(t *testing.T) {
 			fmt.Sprintf("sessions %d tokens %d (REST turn %d, A2A turn %d); StatsAvailable=%s %s", s, tk, rest.TotalTokens, a2a.TotalTokens, st, why)
 	})
 	t.Logf("kubectl get gooseagent %s:\n%s", name, e.mustKubectl(t, "", "-n", samplesNS, "get", "gooseagent", name))
+	return pod
 }
 
 // invalidSpec is case 8: the real API server rejects a bad spec naming the field.

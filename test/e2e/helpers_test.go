@@ -29,7 +29,7 @@ const clientImage = "e2e.local/client:1"
 // env is the cluster the suite runs against (hack/e2e/run.sh sets it up).
 type env struct {
 	kubeconfig, kubectlBin, helm, root string
-	c                               client.Client
+	c                                  client.Client
 }
 
 var (
@@ -116,7 +116,8 @@ func run(ctx context.Context, stdin string, name string, args ...string) (string
 // kubectl runs kubectl against the cluster.
 func (e *env) kubectl(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	// Not t.Context(): cleanups run kubectl after it is cancelled.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	return run(ctx, stdin, e.kubectlBin, append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
 }

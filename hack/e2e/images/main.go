@@ -13,6 +13,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"flag"
 	"fmt"
@@ -299,7 +300,7 @@ func write(img image, file string) error {
 		return err
 	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
-		tarball.WithMediaType(types.OCILayer))
+		tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(gzip.BestSpeed))
 	if err != nil {
 		return err
 	}

@@ -6,13 +6,15 @@
 //	goosed agent                     REST (`goosed`, flavor goosed; GOOSE_HOST, GOOSE_PORT)
 //
 // Like goose it reads GOOSE_SERVER__SECRET_KEY and refuses to serve without
-// it (goose 1.41+), and stops on SIGTERM. Replies echo the user's text and
+// it (goose 1.41+), keeps its ACP sessions under GOOSE_PATH_ROOT (written when
+// it stops on SIGTERM; goose writes as it goes) and knows them after a restart. Replies echo the user's text and
 // name the pod and the goose session that answered, so tests see where a turn
 // ran.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -78,11 +80,59 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("failed to listen: %w", err)
 	}
-	s := goosetest.NewServe(nil, goosetest.WithServeSecret(secret), goosetest.WithServeScript(script), goosetest.WithServeListener(l))
-	fmt.Println("goose serve (e2e stand-in) listening on", s.URL)
+	store := storePath()
+	st, err := loadStore(store)
+	if err != nil {
+		return err
+	}
+	s := goosetest.NewServe(nil, goosetest.WithServeSecret(secret), goosetest.WithServeScript(script),
+		goosetest.WithServeListener(l), goosetest.WithServeRestore(st))
+	fmt.Printf("goose serve (e2e stand-in) listening on %s, %d sessions from %s\n", s.URL, len(st.Sessions), store)
 	<-ctx.Done()
 	s.Close()
-	return nil
+	return saveStore(store, s.Snapshot())
+}
+
+// storePath is where goose keeps its sessions: <GOOSE_PATH_ROOT>/data/sessions
+// (sessions.db there; this stand-in writes JSON next to it).
+func storePath() string {
+	root := os.Getenv("GOOSE_PATH_ROOT")
+	if root == "" {
+		root = filepath.Join(os.Getenv("HOME"), ".local", "share", "goose")
+		return filepath.Join(root, "sessions", "e2e-fake-sessions.json")
+	}
+	return filepath.Join(root, "data", "sessions", "e2e-fake-sessions.json")
+}
+
+func loadStore(path string) (goosetest.ServeStore, error) {
+	var st goosetest.ServeStore
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("failed to read session store: %w", err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("failed to decode session store %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// saveStore writes the sessions when goose stops (SIGTERM), through a
+// temporary file so that a half-written store is never read.
+func saveStore(path string, st goosetest.ServeStore) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("failed to create session store directory: %w", err)
+	}
+	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
+		return fmt.Errorf("failed to write session store: %w", err)
+	}
+	return os.Rename(path+".tmp", path)
 }
 
 func envOr(k, def string) string {

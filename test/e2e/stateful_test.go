@@ -1,0 +1,248 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// configHashAnnotation is the pod-template annotation that rolls the pods
+// when a referenced Secret or ConfigMap changes.
+const configHashAnnotation = "agents.adk2goose.dev/config-hash"
+
+// adkSessionEvents reads an ADK session through the Service and counts its events.
+func (e *env) adkSessionEvents(t *testing.T, pod, url, tok, app, sid string) int {
+	t.Helper()
+	out, err := e.kubectl(t, "", "-n", samplesNS, "exec", pod, "--", "client", "get", "-token", tok,
+		"-url", url+"/apps/"+app+"/users/e2e/sessions/"+sid)
+	if err != nil {
+		t.Fatalf("failed to read ADK session %s: %v", sid, err)
+	}
+	var s struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("failed to decode ADK session %s: %v", out, err)
+	}
+	return len(s.Events)
+}
+
+// secretRoll is case 3: a new value in the provider Secret rolls the pods
+// and the conversation continues in the same goose session after the roll.
+func (e *env) secretRoll(t *testing.T, pod string) {
+	const name = "openai-coder"
+	before := e.waitAgentReady(t, samplesNS, name, 1)[0]
+	var sts appsv1.StatefulSet
+	if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: samplesNS, Name: name}, &sts); err != nil {
+		t.Fatal(err)
+	}
+	hash := sts.Spec.Template.Annotations[configHashAnnotation]
+	if hash == "" {
+		t.Fatalf("the pod template has no %s annotation", configHashAnnotation)
+	}
+	url, tok := e.agent(t, samplesNS, name).Status.Endpoints.REST, e.token(t, samplesNS, name)
+	r1, err := e.chat(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case3", "-create", "-text", "before the roll")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	e.mustKubectl(t, `{"stringData":{"api-key":"sk-e2e-rotated"}}`, "-n", samplesNS, "patch", "secret", "openai", "--type=merge", "--patch-file=/dev/stdin")
+	eventually(t, "the pod template hash changes", time.Minute, func() (bool, string) {
+		if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: samplesNS, Name: name}, &sts); err != nil {
+			return false, err.Error()
+		}
+		h := sts.Spec.Template.Annotations[configHashAnnotation]
+		return h != hash, "hash still " + h
+	})
+	eventually(t, "a new pod replaces the old one and is Ready", 3*time.Minute, func() (bool, string) {
+		pods, err := e.agentPods(t, samplesNS, name)
+		if err != nil || len(pods) != 1 {
+			return false, fmt.Sprintf("%d pods (%v)", len(pods), err)
+		}
+		p := pods[0]
+		return p.UID != before.UID && podReady(&p) && p.Annotations[configHashAnnotation] == sts.Spec.Template.Annotations[configHashAnnotation],
+			e.podSummary(t, samplesNS, name)
+	})
+	e.waitAgentReady(t, samplesNS, name, 1)
+	r2, err := e.chat(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case3", "-text", "after the roll")
+	if err != nil {
+		t.Fatalf("the conversation did not continue after the roll: %v", err)
+	}
+	if r2.gooseSession() != r1.gooseSession() {
+		t.Errorf("goose session %q after the roll, %q before: the conversation restarted", r2.gooseSession(), r1.gooseSession())
+	}
+	if n := e.adkSessionEvents(t, pod, url, tok, name, "case3"); n < 4 {
+		t.Errorf("the ADK session holds %d events after two turns, want at least 4", n)
+	}
+}
+
+// podDeletion is case 4: a deleted pod's replacement mounts the same claim;
+// the session and the status totals are intact.
+func (e *env) podDeletion(t *testing.T, pod string) {
+	const name = "reviewer"
+	before := e.waitAgentReady(t, samplesNS, name, 1)[0]
+	url, tok := e.agent(t, samplesNS, name).Status.Endpoints.REST, e.token(t, samplesNS, name)
+	r1, err := e.chat(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case4", "-create", "-text", "first turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sessions, tokens int64
+	eventually(t, "status counts the first turn", 2*time.Minute, func() (bool, string) {
+		a := e.agent(t, samplesNS, name)
+		sessions, tokens = a.Status.Sessions.Total, a.Status.Tokens.Total
+		return sessions == 1 && tokens >= r1.TotalTokens && tokens > 0, fmt.Sprintf("sessions %d tokens %d", sessions, tokens)
+	})
+	var claim corev1.PersistentVolumeClaim
+	if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: samplesNS, Name: "data-" + name + "-0"}, &claim); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := e.c.Delete(t.Context(), &before); err != nil {
+		t.Fatal(err)
+	}
+	var after corev1.Pod
+	eventually(t, "a new pod is Ready", 3*time.Minute, func() (bool, string) {
+		pods, err := e.agentPods(t, samplesNS, name)
+		if err != nil || len(pods) != 1 {
+			return false, fmt.Sprintf("%d pods (%v)", len(pods), err)
+		}
+		after = pods[0]
+		return after.UID != before.UID && podReady(&after), e.podSummary(t, samplesNS, name)
+	})
+	mounted := ""
+	for _, v := range after.Spec.Volumes {
+		if v.Name == "data" && v.PersistentVolumeClaim != nil {
+			mounted = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	var claimAfter corev1.PersistentVolumeClaim
+	if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: samplesNS, Name: mounted}, &claimAfter); err != nil {
+		t.Fatalf("the new pod's claim %q: %v", mounted, err)
+	}
+	if claimAfter.UID != claim.UID || claimAfter.Spec.VolumeName != claim.Spec.VolumeName {
+		t.Errorf("the new pod mounts claim %s (volume %s), the old one %s (volume %s)", claimAfter.UID, claimAfter.Spec.VolumeName, claim.UID, claim.Spec.VolumeName)
+	}
+	started := after.CreationTimestamp.Time
+	eventually(t, "status collected from the new pod keeps the totals", 2*time.Minute, func() (bool, string) {
+		a := e.agent(t, samplesNS, name)
+		if a.Status.StatsUpdatedAt == nil || !a.Status.StatsUpdatedAt.After(started) || a.Status.ReadyReplicas != 1 {
+			return false, "no stats from the new pod yet"
+		}
+		if a.Status.Sessions.Total != sessions || a.Status.Tokens.Total != tokens {
+			t.Errorf("after the pod's deletion the status shows %d sessions and %d tokens, before %d and %d",
+				a.Status.Sessions.Total, a.Status.Tokens.Total, sessions, tokens)
+		}
+		return true, ""
+	})
+	r2, err := e.chat(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case4", "-text", "second turn")
+	if err != nil {
+		t.Fatalf("the session did not survive the pod's deletion: %v", err)
+	}
+	if r2.gooseSession() != r1.gooseSession() {
+		t.Errorf("goose session %q after the deletion, %q before", r2.gooseSession(), r1.gooseSession())
+	}
+	if n := e.adkSessionEvents(t, pod, url, tok, name, "case4"); n < 4 {
+		t.Errorf("the ADK session holds %d events after two turns, want at least 4", n)
+	}
+}
+
+var forwardedRE = regexp.MustCompile(`(?m)^adk2goose_peer_lookups_total\{outcome="forwarded"\} (\d+)`)
+
+// forwarded reads how many requests a pod's sidecar forwarded to a peer.
+func (e *env) forwarded(t *testing.T, clientPod, podIP, tok string) int {
+	t.Helper()
+	out, err := e.kubectl(t, "", "-n", samplesNS, "exec", clientPod, "--", "client", "get", "-token", tok, "-url", "http://"+podIP+":8080/metrics")
+	if err != nil {
+		t.Fatalf("failed to read the sidecar's metrics: %v", err)
+	}
+	m := forwardedRE.FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// twoReplicas is case 5: with replicas 2, the turns of one session reach
+// both pods through the Service and land in one goose session.
+func (e *env) twoReplicas(t *testing.T, pod string) {
+	const name = "pair"
+	e.mustKubectl(t, `apiVersion: agents.adk2goose.dev/v1alpha1
+kind: GooseAgent
+metadata: {name: pair, namespace: `+samplesNS+`}
+spec:
+  provider: {name: openai, model: gpt-4o, apiKeySecretRef: {name: openai, key: api-key}}
+  replicas: 2
+`, "apply", "--server-side", "-f", "-")
+	pods := e.waitAgentReady(t, samplesNS, name, 2)
+	url, tok := e.agent(t, samplesNS, name).Status.Endpoints.REST, e.token(t, samplesNS, name)
+	if _, err := e.chat(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case5", "-create", "-text", "turn 0"); err != nil {
+		t.Fatal(err)
+	}
+	hosts, sessions := map[string]int{}, map[string]int{}
+	turns := 0
+	for i := 1; i <= 40; i++ {
+		r, err := e.chat(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case5", "-text", fmt.Sprintf("turn %d", i))
+		if err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+		turns++
+		hosts[r.gooseHost()]++
+		sessions[r.gooseSession()]++
+		if i >= 4 && e.forwarded(t, pod, pods[0].Status.PodIP, tok)+e.forwarded(t, pod, pods[1].Status.PodIP, tok) > 0 {
+			break
+		}
+	}
+	fw := []int{e.forwarded(t, pod, pods[0].Status.PodIP, tok), e.forwarded(t, pod, pods[1].Status.PodIP, tok)}
+	t.Logf("%d turns: answered by goose in %v, goose sessions %v; forwarded by %s %d, by %s %d",
+		turns, hosts, sessions, pods[0].Name, fw[0], pods[1].Name, fw[1])
+	if len(hosts) != 1 || len(sessions) != 1 {
+		t.Errorf("the turns of one session reached goose in %v, sessions %v: want one pod, one goose session", hosts, sessions)
+	}
+	if fw[0]+fw[1] == 0 {
+		t.Errorf("after %d turns no sidecar forwarded a turn: the Service never sent one to the non-owner", turns)
+	}
+	for owner := range hosts {
+		for i, p := range pods {
+			if p.Name == owner && fw[i] > 0 {
+				t.Errorf("the owner %s forwarded %d turns of its own session", owner, fw[i])
+			}
+		}
+	}
+}
+
+// restricted is case 6: in a namespace enforcing the restricted Pod Security
+// Standard the agent's pods are admitted by the real admission plugin.
+func (e *env) restricted(t *testing.T) {
+	const ns, name = "e2e-restricted", "locked-down"
+	e.namespace(t, ns, map[string]string{"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"})
+	// The plugin really enforces here: a pod without a security context is refused.
+	_, err := e.kubectl(t, `apiVersion: v1
+kind: Pod
+metadata: {name: unrestricted, namespace: `+ns+`}
+spec:
+  containers: [{name: c, image: `+clientImage+`, imagePullPolicy: Never}]
+`, "apply", "--server-side", "-f", "-")
+	if err == nil || !strings.Contains(err.Error(), "violates PodSecurity \"restricted") {
+		t.Fatalf("a pod without a security context in a restricted namespace: want a PodSecurity rejection, got %v", err)
+	}
+	e.mustKubectl(t, "", "-n", ns, "create", "secret", "generic", "openai", "--from-literal=api-key=sk-e2e")
+	e.mustKubectl(t, `apiVersion: agents.adk2goose.dev/v1alpha1
+kind: GooseAgent
+metadata: {name: `+name+`, namespace: `+ns+`}
+spec:
+  provider: {name: openai, model: gpt-4o, apiKeySecretRef: {name: openai, key: api-key}}
+`, "apply", "--server-side", "-f", "-")
+	e.waitAgentReady(t, ns, name, 1)
+	if out, _ := e.kubectl(t, "", "-n", ns, "get", "events", "--field-selector", "reason=FailedCreate", "-o", "name"); strings.TrimSpace(out) != "" {
+		t.Errorf("FailedCreate events in %s: %s", ns, out)
+	}
+}
