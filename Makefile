@@ -89,9 +89,10 @@ test-unit: ## Run the tests that need no control plane (envtest suites skip them
 	go test ./...
 
 .PHONY: test-dockerfile
-test-dockerfile: ## Check the Dockerfile's targets, stages and build steps against `make build` (no container engine needed).
+test-dockerfile: ## Check the Dockerfile's targets, stages and build steps against `make build`, and that the e2e images follow them (no container engine needed).
 	@# A module of its own: the BuildKit parser would upgrade otel, grpc and x/* in the main module.
 	cd test/dockerfile && go vet ./... && go test ./...
+	cd hack/e2e/images && go vet ./... && go test ./...
 
 .PHONY: e2e
 e2e: build $(HELM) ## Run the e2e suite on a real one-node cluster (kubelet + containerd) it brings up and tears down. Needs root; see README.

@@ -9,7 +9,8 @@
 # iptables, conntrack and busybox-static (installed when missing, left
 # installed); processes it starts (by PID, from $run/pids); $state and $run;
 # the bridge goose-e2e0; KUBE-* and CNI-* iptables chains; the cgroup
-# /goose-e2e in every hierarchy; mounts under $state, $run and /run/netns/cni-*;
+# /goose-e2e in every hierarchy; mounts under $state and $run (pod network
+# namespaces included: netns_mounts_under_state_dir);
 # /run/containerd/s (containerd 1.6 puts its shim sockets there) when it did
 # not exist; /var/log/containers links into $state; net.ipv4.ip_forward and
 # net.bridge.bridge-nf-call-iptables (restored).
@@ -123,11 +124,10 @@ down() {
   clean_iptables
   # Mounts: deepest first (kubelet's bind of its root dir, volumes, rootfs, netns).
   for _ in 1 2 3; do
-    for m in $(awk -v s="$state/" -v r="$run/" '{ if (index($5, s) == 1 || index($5, r) == 1 || $5 == substr(s, 1, length(s)-1) || index($5, "/run/netns/cni-") == 1) print $5 }' /proc/self/mountinfo | sort -r); do
+    for m in $(awk -v s="$state/" -v r="$run/" '{ if (index($5, s) == 1 || index($5, r) == 1 || $5 == substr(s, 1, length(s)-1)) print $5 }' /proc/self/mountinfo | sort -r); do
       umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
     done
   done
-  rm -f /run/netns/cni-*
   ip link del "$bridge" 2>/dev/null || true
   for d in $(cgroup_dirs); do rmdir "$d" 2>/dev/null || log "warning: could not remove cgroup $d"; done
   # Container log links kubelet made in its fixed directory.
@@ -259,6 +259,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "e2e.local/pause:1"
   restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
