@@ -99,6 +99,7 @@ clean_iptables() {
 }
 
 down() {
+  trap - ERR
   [[ $EUID -eq 0 ]] || die "hack/e2e/cluster.sh needs root"
   [[ -d "$run" || -d "$state" || -d "/sys/fs/cgroup/cpu/$cgroup" ]] || return 0
   log "tearing down the e2e node"
@@ -129,7 +130,13 @@ down() {
     done
   done
   ip link del "$bridge" 2>/dev/null || true
-  for d in $(cgroup_dirs); do rmdir "$d" 2>/dev/null || log "warning: could not remove cgroup $d"; done
+  # A cgroup whose last process just died can stay busy for a moment.
+  for _ in $(seq 50); do
+    for d in $(cgroup_dirs); do rmdir "$d" 2>/dev/null || true; done
+    [[ -z "$(cgroup_dirs)" ]] && break
+    sleep 0.1
+  done
+  for d in $(cgroup_dirs); do log "warning: could not remove cgroup $d"; done
   # Container log links kubelet made in its fixed directory.
   for f in /var/log/containers/*.log; do
     [[ -L "$f" && "$(readlink "$f")" == "$state/"* ]] && rm -f "$f"

@@ -162,6 +162,13 @@ func (e *env) samples(t *testing.T) {
 		t.Logf("%s: pod %s Ready %s after apply", name, pods[0].Name, time.Since(start).Round(100*time.Millisecond))
 		sidecarBeforeGoose(t, &pods[0])
 	}
+	// The manager reaches every sidecar's /stats over the pod network.
+	for _, name := range list {
+		eventually(t, name+" StatsAvailable", 2*time.Minute, func() (bool, string) {
+			st, why := conditionStatus(e.agent(t, samplesNS, name), "StatsAvailable")
+			return st == "True", st + " " + why
+		})
+	}
 	table := e.mustKubectl(t, "", "-n", samplesNS, "get", "gooseagents")
 	t.Logf("kubectl get gooseagents:\n%s", table)
 	lines := strings.Split(strings.TrimSpace(table), "\n")
