@@ -75,7 +75,7 @@ cgroup_dirs() {
 shim_pids() {
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "containerd-shim.*$run/containerd/containerd.sock" && basename "$p"
+    { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q -- "containerd-shim.*$run/containerd/containerd.sock" && basename "$p"
   done
   return 0
 }
@@ -98,7 +98,10 @@ clean_iptables() {
   done
 }
 
-down() {
+# down runs in a subshell without errexit: one step failing (a chain already
+# gone, a grep matching nothing) must not stop the rest of the cleanup.
+down() (
+  set +eE +o pipefail
   trap - ERR
   [[ $EUID -eq 0 ]] || die "hack/e2e/cluster.sh needs root"
   [[ -d "$run" || -d "$state" || -d "/sys/fs/cgroup/cpu/$cgroup" ]] || return 0
@@ -147,7 +150,7 @@ down() {
   fi
   rm -rf "$state" "$run"
   log "the e2e node is gone"
-}
+)
 
 # ---------------------------------------------------------------- bring-up
 

@@ -21,6 +21,8 @@ teardown() {
 trap teardown EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+# The images carry `make build`'s binaries; TestHelm needs helm.
+make --no-print-directory build "$root/bin/helm" >&2
 kubeconfig=$(hack/e2e/cluster.sh up)
 echo "e2e: cluster up after $((SECONDS - start))s" >&2
 E2E_KUBECONFIG=$kubeconfig E2E_KUBECTL="$(hack/setup-envtest.sh)/kubectl" E2E_HELM="$root/bin/helm" \

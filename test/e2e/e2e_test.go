@@ -39,6 +39,7 @@ func TestE2E(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	e.namespace(t, samplesNS, nil)
 	t.Run("1-samples", func(t *testing.T) { timed(t); e.samples(t) })
 	var pod string
 	t.Run("2-chat", func(t *testing.T) { timed(t); pod = e.chatThroughService(t) })
@@ -142,7 +143,6 @@ func (e *env) managerMetrics(t *testing.T, ns, pod string) {
 
 // samples is case 1: every sample applies and becomes Ready.
 func (e *env) samples(t *testing.T) {
-	e.namespace(t, samplesNS, nil)
 	// What the samples' comments tell users to create first.
 	e.mustKubectl(t, "", "-n", samplesNS, "create", "secret", "generic", "openai", "--from-literal=api-key=sk-e2e-1")
 	e.mustKubectl(t, "", "-n", samplesNS, "create", "secret", "generic", "anthropic", "--from-literal=api-key=sk-ant-e2e")
@@ -239,6 +239,13 @@ func (e *env) chatThroughService(t *testing.T) string {
 	}
 	if !strings.Contains(a2a.Text, "echo: hello over A2A") {
 		t.Errorf("A2A reply %+v: want the echo", a2a)
+	}
+	// Found on the real node: adk-go's stock card provider refuses the agent's
+	// plain-http in-cluster card (http is trusted on loopback only), which
+	// the demo on 127.0.0.1 never showed. README documents the provider above.
+	if _, err := e.chat(t, samplesNS, pod, "a2a", "-stock-card-provider", "-url", url, "-token", tok, "-text", "x"); err == nil ||
+		!strings.Contains(err.Error(), "untrusted agent card interface") {
+		t.Errorf("remoteagent.NewAgentCardProvider on the in-cluster URL: want adk-go's untrusted-interface refusal, got %v", err)
 	}
 	// Without the token the sidecar refuses: auth is on through the Service too.
 	if _, err := e.chat(t, samplesNS, pod, "rest", "-url", url, "-app", name, "-session", "nope", "-create"); err == nil || !strings.Contains(err.Error(), "HTTP 401") {

@@ -5,8 +5,10 @@
 //	client rest -url URL -token T -app APP -user U -session S -text TEXT
 //	    one turn over the ADK REST API (POST /run_sse), creating the session
 //	    first when -create is given
-//	client a2a -url URL -token T -text TEXT
-//	    one turn over A2A with adk-go's remoteagent (the agent as a sub-agent)
+//	client a2a -url URL -token T -text TEXT [-stock-card-provider]
+//	    one turn over A2A with adk-go's remoteagent (the agent as a sub-agent);
+//	    the agent card comes from inClusterCardProvider unless
+//	    -stock-card-provider asks for remoteagent.NewAgentCardProvider
 //	client get -url URL [-token T] [-insecure]
 //	    a GET whose body is printed as is (a pod's /metrics, a session)
 package main
@@ -22,11 +24,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"google.golang.org/adk/agent"
 	remoteagent "google.golang.org/adk/agent/remoteagent/v2"
 	"google.golang.org/adk/runner"
@@ -67,6 +72,7 @@ func run(ctx context.Context, args []string) (*Result, error) {
 	user := fs.String("user", "e2e", "ADK user id (rest)")
 	sid := fs.String("session", "", "ADK session id (rest)")
 	create := fs.Bool("create", false, "create the session first (rest)")
+	stock := fs.Bool("stock-card-provider", false, "resolve the agent card with remoteagent.NewAgentCardProvider (a2a)")
 	insecure := fs.Bool("insecure", false, "skip TLS verification (get; the manager's self-signed metrics endpoint)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
@@ -87,7 +93,11 @@ func run(ctx context.Context, args []string) (*Result, error) {
 		}
 		return runREST(ctx, hc, *url, *app, *user, *sid, *text)
 	case "a2a":
-		return runA2A(ctx, hc, *url, *text)
+		cards := InClusterCardProvider(*url)
+		if *stock {
+			cards = remoteagent.NewAgentCardProvider(*url)
+		}
+		return runA2A(ctx, hc, cards, *text)
 	}
 	return nil, fmt.Errorf("unknown command %q", args[0])
 }
@@ -201,10 +211,10 @@ func (r *Result) add(ev *session.Event) {
 
 // runA2A plays one turn with adk-go's A2A remote agent, as an ADK program
 // using the GooseAgent as a sub-agent does.
-func runA2A(ctx context.Context, hc *http.Client, url, text string) (*Result, error) {
+func runA2A(ctx context.Context, hc *http.Client, cards remoteagent.AgentCardProvider, text string) (*Result, error) {
 	remote, err := remoteagent.NewA2A(remoteagent.A2AConfig{
 		Name:              "goose_remote",
-		AgentCardProvider: remoteagent.NewAgentCardProvider(url),
+		AgentCardProvider: cards,
 		ClientProvider:    remoteagent.NewA2AClientProvider(a2aclient.NewFactory(a2aclient.WithJSONRPCTransport(hc))),
 	})
 	if err != nil {
@@ -234,4 +244,32 @@ func runA2A(ctx context.Context, hc *http.Client, url, text string) (*Result, er
 		return nil, errors.New("the A2A reply carried no text")
 	}
 	return res, nil
+}
+
+// InClusterCardProvider resolves a GooseAgent's agent card from its in-cluster
+// URL (status.endpoints.rest). adk-go's remoteagent.NewAgentCardProvider
+// (v1.7.0, remoteagent/v2 validateCardInterfaceOrigins) refuses a card whose
+// interfaces are plain http on anything but a loopback host, and the sidecar
+// serves plain HTTP inside the cluster. This provider keeps adk-go's other
+// rule, that every interface shares the origin the card was asked from, so a
+// card cannot send the bearer token elsewhere. README "Using an agent from
+// ADK" shows the same function.
+func InClusterCardProvider(source string) remoteagent.AgentCardProvider {
+	return func(ctx context.Context) (*a2a.AgentCard, error) {
+		src, err := neturl.Parse(source)
+		if err != nil {
+			return nil, fmt.Errorf("failed to parse agent URL: %w", err)
+		}
+		card, err := agentcard.DefaultResolver.Resolve(ctx, source)
+		if err != nil {
+			return nil, fmt.Errorf("failed to fetch agent card: %w", err)
+		}
+		for _, iface := range card.SupportedInterfaces {
+			u, err := neturl.Parse(iface.URL)
+			if err != nil || u.Scheme != src.Scheme || !strings.EqualFold(u.Host, src.Host) {
+				return nil, fmt.Errorf("agent card interface %q is not on %s", iface.URL, source)
+			}
+		}
+		return card, nil
+	}
 }

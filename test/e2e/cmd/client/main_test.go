@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	remoteagent "google.golang.org/adk/agent/remoteagent/v2"
+)
+
+// cardServer serves an agent card whose one interface is at iface (with
+// "{self}" replaced by the server's own URL).
+func cardServer(t *testing.T, iface string) *httptest.Server {
+	t.Helper()
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/.well-known/agent-card.json" {
+			http.NotFound(w, r)
+			return
+		}
+		card := a2a.AgentCard{Name: "goose", Description: "d", Version: "1",
+			SupportedInterfaces: []*a2a.AgentInterface{{URL: strings.ReplaceAll(iface, "{self}", srv.URL), ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: "1.0"}}}
+		_ = json.NewEncoder(w).Encode(card)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// The provider accepts a plain-http card whose interfaces stay on the agent's
+// own origin, and refuses one that points elsewhere.
+func TestInClusterCardProvider(t *testing.T) {
+	ok := cardServer(t, "{self}/a2a/v1/invoke")
+	card, err := InClusterCardProvider(ok.URL)(t.Context())
+	if err != nil || card.Name != "goose" {
+		t.Fatalf("same-origin card: %v, %v", card, err)
+	}
+	elsewhere := cardServer(t, "http://collector.example:8080/a2a/v1/invoke")
+	if _, err := InClusterCardProvider(elsewhere.URL)(t.Context()); err == nil || !strings.Contains(err.Error(), "is not on") {
+		t.Fatalf("a card pointing elsewhere: want a refusal, got %v", err)
+	}
+}
+
+// Why the provider exists: adk-go's own provider refuses plain http off
+// loopback. Its check is by host name, so a loopback test server passes it;
+// the e2e suite shows the refusal for a Service name (case 2).
+func TestStockProviderAcceptsOnlyLoopbackHTTP(t *testing.T) {
+	srv := cardServer(t, "{self}/a2a/v1/invoke")
+	if _, err := remoteagent.NewAgentCardProvider(srv.URL)(t.Context()); err != nil {
+		t.Fatalf("loopback: %v", err)
+	}
+	other := cardServer(t, "http://agent.agents.svc.cluster.local:8080/a2a/v1/invoke")
+	_, err := remoteagent.NewAgentCardProvider(other.URL)(t.Context())
+	if !errors.Is(err, remoteagent.ErrUntrustedCardInterface) {
+		t.Fatalf("a plain-http Service URL in the card: want ErrUntrustedCardInterface, got %v", err)
+	}
+}
