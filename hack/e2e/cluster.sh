@@ -114,7 +114,7 @@ down() (
   # Every container process lives in our cgroup: kill them all, then the shims and containerd.
   for _ in 1 2 3; do
     for d in $(cgroup_dirs); do
-      [[ -f "$d/cgroup.procs" ]] && for p in $(cat "$d/cgroup.procs"); do kill -KILL "$p" 2>/dev/null || true; done
+      [[ -f "$d/cgroup.procs" ]] && for p in $(cat "$d/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
     done
     sleep 0.2
   done
