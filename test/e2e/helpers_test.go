@@ -325,6 +325,23 @@ func (e *env) chat(t *testing.T, ns, pod string, args ...string) (turn, error) {
 	return r, nil
 }
 
+// chatAfterRoll is chat for the first turn after the agent's only pod was
+// replaced: kube-proxy programs the new endpoint a moment after the pod is
+// Ready, and until then the Service refuses connections (seen on the real
+// node). A refused connection never reached the agent, so it is retried.
+func (e *env) chatAfterRoll(t *testing.T, ns, pod string, args ...string) (turn, error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r, err := e.chat(t, ns, pod, args...)
+		if err == nil || !strings.Contains(err.Error(), "connect: connection refused") || time.Now().After(deadline) {
+			return r, err
+		}
+		t.Logf("the Service refused the connection (endpoint not programmed yet), retrying: %v", err)
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // token reads an agent's bearer token from its Secret.
 func (e *env) token(t *testing.T, ns, name string) string {
 	t.Helper()
