@@ -1240,14 +1240,3 @@ func (c *Client) runPrompt(ctx context.Context, r *reply, msg goose.UserMessage)
 	}
 	r.push(item{ev: &goose.Finish{Reason: string(resp.StopReason)}})
 }
-
-// openConns counts the connections the client holds open.
-func (c *Client) openConns() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := len(c.sessions)
-	if c.control != nil {
-		n++
-	}
-	return n
-}

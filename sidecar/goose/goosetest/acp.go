@@ -97,6 +97,8 @@ type Serve struct {
 	calls       map[string]int
 	httpFail    int
 	methodFails map[string]acpRpcError
+	outQueue    int // see WithServeOutboundQueue
+	outDrops    int
 }
 
 type serveSession struct {
@@ -367,6 +369,7 @@ func (s *Serve) handleACP(w http.ResponseWriter, r *http.Request) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
+	c.startWriter()
 	c.serve()
 }
 
@@ -454,7 +457,9 @@ type serveConn struct {
 	s  *Serve
 	ws *websocket.Conn
 
-	wmu sync.Mutex
+	wmu      sync.Mutex
+	out      chan []byte // goose's outbound queue, see WithServeOutboundQueue
+	dropOnce sync.Once
 
 	mu          sync.Mutex
 	initialized bool
@@ -540,6 +545,9 @@ func (c *serveConn) write(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("goosetest: marshal: %v", err))
+	}
+	if c.enqueue(b) {
+		return
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
