@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,32 +13,10 @@ import (
 )
 
 // Tests that a fault in one session's goose traffic ends that session's turn
-// at most, with a clear error, while the other sessions keep streaming. Each
-// runs three bystander sessions that have read their first event and are
-// still mid-reply (their readers wait) when the fault happens; they must then
-// complete with every event. goleak (TestMain) checks nothing is left behind.
-
-const bystanderDeltas = 200
-
-// isolationScript plays the bystanders' reply and, for any other text, what
-// faults asks for.
-func isolationScript(faults func(text string) goosetest.Reply) goosetest.Script {
-	return func(_, text string) goosetest.Reply {
-		if text == "bystander" {
-			return deltas(bystanderDeltas, "b")
-		}
-		return faults(text)
-	}
-}
-
-// deltas is a reply of n text deltas named prefix0, prefix1, ...
-func deltas(n int, prefix string) goosetest.Reply {
-	steps := make([]goosetest.Step, 0, n+1)
-	for i := range n {
-		steps = append(steps, goosetest.Step{Text: fmt.Sprintf("%s%d ", prefix, i)})
-	}
-	return goosetest.Reply{Steps: append(steps, goosetest.Step{Usage: &goosetest.UsageStep{Input: 1, Output: int64(n)}})}
-}
+// at most, with a clear error, while three other sessions, mid-reply, keep
+// streaming (goosetest.RunBystanders). These are the faults only goose serve
+// has (frames, its outbound queue); contract_isolation_test.go runs the ones
+// every flavour shares. goleak (TestMain) checks nothing is left behind.
 
 func newIsolationPair(t *testing.T, cfg Config, opts ...goosetest.ServeOption) (*goosetest.Serve, *Client) {
 	t.Helper()
@@ -53,122 +30,17 @@ func newIsolationPair(t *testing.T, cfg Config, opts ...goosetest.ServeOption) (
 	return srv, c
 }
 
-// withBystanders runs three bystander replies, calls fault once each has
-// read its first event, and then checks that every bystander completes with
-// all its deltas in order.
-func withBystanders(t *testing.T, c *Client, fault func()) {
-	t.Helper()
-	const n = 3
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = startSession(t, c)
-	}
-	var started, wg sync.WaitGroup
-	started.Add(n)
-	faulted := make(chan struct{})
-	errs := make([]error, n)
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			first := true
-			var text strings.Builder
-			var finished bool
-			for ev, err := range c.Reply(context.Background(), id, goose.UserMessage{Text: "bystander"}) {
-				if err != nil {
-					errs[i] = err
-					break
-				}
-				if first {
-					first = false
-					started.Done()
-					<-faulted // mid-reply while the other session's fault happens
-				}
-				switch ev := ev.(type) {
-				case *goose.TextDelta:
-					text.WriteString(ev.Text)
-				case *goose.Finish:
-					finished = ev.Reason == "end_turn"
-				}
-			}
-			if first {
-				started.Done()
-			}
-			var want strings.Builder
-			for j := range bystanderDeltas {
-				fmt.Fprintf(&want, "b%d ", j)
-			}
-			if errs[i] == nil && (!finished || text.String() != want.String()) {
-				errs[i] = fmt.Errorf("finished=%v, %d bytes of text, want %d", finished, text.Len(), want.Len())
-			}
-		}()
-	}
-	started.Wait()
-	fault()
-	close(faulted)
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("bystander session %d: %v", i, err)
-		}
-	}
-}
-
-func TestHugeUserMessageIsRefusedOthersStream(t *testing.T) {
-	srv, c := newIsolationPair(t, Config{}, goosetest.WithServeScript(isolationScript(func(text string) goosetest.Reply { return goosetest.Echo("", text) })))
-	victim := startSession(t, c)
-	withBystanders(t, c, func() {
-		// 11 MiB: goose accepts it (under its 16 MiB frame limit) but what
-		// it sends back with it overflows acp-go-sdk's 10 MiB line.
-		evs, err := collect(c.Reply(context.Background(), victim, goose.UserMessage{Text: strings.Repeat("x", 11<<20)}))
-		if len(evs) != 0 || !errors.Is(err, goose.ErrMessageTooLarge) {
-			t.Errorf("huge message: %d events, err %v; want ErrMessageTooLarge", len(evs), err)
-		}
-	})
-	for _, p := range srv.Prompts() {
-		if p.SessionID == victim {
-			t.Error("the refused message reached goose")
-		}
-	}
-	// The refusal leaves the session usable.
-	if _, err := collect(c.Reply(context.Background(), victim, goose.UserMessage{Text: "small"})); err != nil {
-		t.Errorf("next reply in the same session: %v", err)
-	}
-}
-
-func TestOversizedFrameEndsOnlyItsSession(t *testing.T) {
-	const limit = 1 << 20
-	script := isolationScript(func(string) goosetest.Reply {
-		return goosetest.Reply{Steps: []goosetest.Step{{Text: "ok"}, {Text: strings.Repeat("y", 2*limit)}, {Text: "never"}}}
-	})
-	_, c := newIsolationPair(t, Config{MaxFrameBytes: limit}, goosetest.WithServeScript(script))
-	victim := startSession(t, c)
-	withBystanders(t, c, func() {
-		evs, err := collect(c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}))
-		if len(evs) != 1 || evs[0].(*goose.TextDelta).Text != "ok" {
-			t.Errorf("events before the oversized frame = %v", kinds(evs))
-		}
-		if !errors.Is(err, goose.ErrStreamBroken) || !errors.Is(err, goose.ErrMessageTooLarge) {
-			t.Errorf("err = %v, want ErrStreamBroken and ErrMessageTooLarge", err)
-		}
-	})
-	// The session dials again and works.
-	if _, err := collect(c.Reply(context.Background(), victim, goose.UserMessage{Text: "again"})); !errors.Is(err, goose.ErrStreamBroken) {
-		t.Errorf("the same script again: %v", err)
-	}
-}
-
 // A line over acp-go-sdk's 10 MiB scanner limit used to end the shared
 // connection ("bufio.Scanner: token too long") and every turn on it. It is
 // under goose's 16 MiB frame limit, so it is goose's to send: it arrives.
 func TestLineOverSDKLimitIsDelivered(t *testing.T) {
 	big := strings.Repeat("z", 11<<20)
-	script := isolationScript(func(string) goosetest.Reply {
+	script := goosetest.WithBystanders(func(string) goosetest.Reply {
 		return goosetest.Reply{Steps: []goosetest.Step{{Text: big}}}
 	})
 	_, c := newIsolationPair(t, Config{}, goosetest.WithServeScript(script))
 	victim := startSession(t, c)
-	withBystanders(t, c, func() {
+	goosetest.RunBystanders(t, c, func() {
 		evs, err := collect(c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}))
 		if err != nil || len(evs) < 2 || evs[0].(*goose.TextDelta).Text != big {
 			t.Errorf("11 MiB delta: %d events, err %v", len(evs), err)
@@ -177,12 +49,12 @@ func TestLineOverSDKLimitIsDelivered(t *testing.T) {
 }
 
 func TestUndecodableFrameEndsOnlyItsSession(t *testing.T) {
-	script := isolationScript(func(string) goosetest.Reply {
+	script := goosetest.WithBystanders(func(string) goosetest.Reply {
 		return goosetest.Reply{Steps: []goosetest.Step{{Text: "ok"}, {Delay: time.Hour, Text: "late"}}}
 	})
 	srv, c := newIsolationPair(t, Config{}, goosetest.WithServeScript(script))
 	victim := startSession(t, c)
-	withBystanders(t, c, func() {
+	goosetest.RunBystanders(t, c, func() {
 		var gotErr error
 		for ev, err := range c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}) {
 			if err != nil {
@@ -202,14 +74,14 @@ func TestUndecodableFrameEndsOnlyItsSession(t *testing.T) {
 // A request goose sends that is too large for the SDK is answered with an
 // error (goose takes it as a refusal) and ends the session's turn.
 func TestOversizedRequestIsRefused(t *testing.T) {
-	script := isolationScript(func(string) goosetest.Reply {
+	script := goosetest.WithBystanders(func(string) goosetest.Reply {
 		return goosetest.Reply{Steps: []goosetest.Step{{Text: "ok"}, {Delay: time.Hour, Text: "late"}}}
 	})
 	srv, c := newIsolationPair(t, Config{}, goosetest.WithServeScript(script))
 	victim := startSession(t, c)
 	req := fmt.Sprintf(`{"jsonrpc":"2.0","id":"big-1","method":"session/request_permission","params":{"sessionId":%q,"pad":"%s"}}`,
 		victim, strings.Repeat("p", 11<<20))
-	withBystanders(t, c, func() {
+	goosetest.RunBystanders(t, c, func() {
 		var gotErr error
 		for ev, err := range c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}) {
 			if err != nil {
@@ -234,44 +106,16 @@ func TestOversizedRequestIsRefused(t *testing.T) {
 	})
 }
 
-// A flood of notifications in one session: the session's connection is read
-// as fast as its reader takes events, goose (without a bounded queue) is
-// slowed through TCP, and every event arrives.
-func TestNotificationFloodDeliversAllOthersStream(t *testing.T) {
-	const flood = 20000
-	_, c := newIsolationPair(t, Config{MaxQueuedEvents: 64},
-		goosetest.WithServeScript(isolationScript(func(string) goosetest.Reply { return deltas(flood, "f") })))
-	victim := startSession(t, c)
-	withBystanders(t, c, func() {
-		evs, err := collect(c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}))
-		if err != nil {
-			t.Fatalf("flood: %v", err)
-		}
-		n := 0
-		for _, ev := range evs {
-			if d, ok := ev.(*goose.TextDelta); ok {
-				if d.Text != fmt.Sprintf("f%d ", n) {
-					t.Fatalf("delta %d = %q: lost or reordered", n, d.Text)
-				}
-				n++
-			}
-		}
-		if n != flood {
-			t.Errorf("%d of %d deltas", n, flood)
-		}
-	})
-}
-
-// The same flood from a goose with its 1024-frame outbound queue: whatever
+// A notification flood from a goose with its 1024-frame outbound queue: whatever
 // happens to the flooded session (all events, or goose dropping its
 // connection when the queue fills), it is reported, and the others stream.
 func TestNotificationFloodWithGooseQueueOthersStream(t *testing.T) {
 	const flood = 20000
 	_, c := newIsolationPair(t, Config{},
 		goosetest.WithServeOutboundQueue(goosetest.ServeOutboundCapacity),
-		goosetest.WithServeScript(isolationScript(func(string) goosetest.Reply { return deltas(flood, "f") })))
+		goosetest.WithServeScript(goosetest.WithBystanders(func(string) goosetest.Reply { return goosetest.Deltas(flood, "f") })))
 	victim := startSession(t, c)
-	withBystanders(t, c, func() {
+	goosetest.RunBystanders(t, c, func() {
 		evs, err := collect(c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}))
 		n := 0
 		for _, ev := range evs {
@@ -291,7 +135,7 @@ func TestNotificationFloodWithGooseQueueOthersStream(t *testing.T) {
 func TestSlowReaderHoldsOnlyItsSession(t *testing.T) {
 	const n = 5000
 	_, c := newIsolationPair(t, Config{MaxQueuedEvents: 16},
-		goosetest.WithServeScript(isolationScript(func(string) goosetest.Reply { return deltas(n, "s") })))
+		goosetest.WithServeScript(goosetest.WithBystanders(func(string) goosetest.Reply { return goosetest.Deltas(n, "s") })))
 	victim := startSession(t, c)
 	resume := make(chan struct{})
 	got := make(chan int, 1)
@@ -327,7 +171,7 @@ func TestSlowReaderHoldsOnlyItsSession(t *testing.T) {
 		defer r.mu.Unlock()
 		return len(r.items) >= 16
 	})
-	withBystanders(t, c, func() {})
+	goosetest.RunBystanders(t, c, func() {})
 	c.mu.Lock()
 	r := c.replies[victim]
 	c.mu.Unlock()
@@ -350,7 +194,7 @@ func TestSlowReaderWithGooseQueueLosesOnlyItsConnection(t *testing.T) {
 	const n = 60000
 	srv, c := newIsolationPair(t, Config{MaxQueuedEvents: 16},
 		goosetest.WithServeOutboundQueue(goosetest.ServeOutboundCapacity),
-		goosetest.WithServeScript(isolationScript(func(string) goosetest.Reply { return deltas(n, "s") })))
+		goosetest.WithServeScript(goosetest.WithBystanders(func(string) goosetest.Reply { return goosetest.Deltas(n, "s") })))
 	victim := startSession(t, c)
 	resume := make(chan struct{})
 	type outcome struct {
@@ -377,7 +221,7 @@ func TestSlowReaderWithGooseQueueLosesOnlyItsConnection(t *testing.T) {
 		got <- o
 	}()
 	waitFor(t, 30*time.Second, "goose to drop the slow session's connection", func() bool { return srv.OutboundDrops() == 1 })
-	withBystanders(t, c, func() {})
+	goosetest.RunBystanders(t, c, func() {})
 	close(resume)
 	o := <-got
 	if !errors.Is(o.err, goose.ErrStreamBroken) || o.deltas == 0 || o.deltas >= n {
