@@ -213,9 +213,8 @@ func httpStatusErr(what string, code int, body []byte) error {
 // a connection of its own (see Client), so whatever goes wrong on one
 // connection ends one session's turn at most.
 type conn struct {
-	c      *Client
-	stream *wsStream
-	rpc    *acpsdk.Connection
+	c   *Client
+	rpc *wsConn
 
 	// session is the session this connection is dedicated to, "" for the
 	// control connection; loaded says session/new or session/load made the
@@ -243,31 +242,18 @@ func (cn *conn) dead() bool {
 // lostErr says why a connection is gone: the transport's own reason when it
 // ended it (an oversized or undecodable frame), else "connection lost".
 func (cn *conn) lostErr() error {
-	if err := cn.stream.faultErr(); err != nil {
+	if err := cn.rpc.faultErr(); err != nil {
 		return fmt.Errorf("connection closed: %w", err)
 	}
 	return errors.New("connection lost")
 }
 
-// handle is the SDK's inbound MethodHandler for this connection. Only
-// requests reach it, each on its own goroutine: notifications are routed by
-// the transport (wsStream.Read).
+// handle answers goose's requests on this connection, each on its own
+// goroutine; notifications are routed by the transport (wsConn.read).
 func (cn *conn) handle(ctx context.Context, method string, params json.RawMessage) (any, *acpsdk.RequestError) {
 	switch method {
 	case methodRequestPermission:
 		return cn.c.handlePermission(ctx, cn, params)
-	case methodOversizedRequest:
-		// A request too large to read: goose gets an error answer, which
-		// it takes as a refusal (§2.7), and the reply learns why.
-		var p struct {
-			Method string `json:"method"`
-			Bytes  int    `json:"bytes"`
-		}
-		_ = json.Unmarshal(params, &p) // made by wsStream: always decodes
-		err := fmt.Errorf("%w: goose sent a %d-byte %s request, over the %d bytes the ACP client reads",
-			goose.ErrMessageTooLarge, p.Bytes, p.Method, sdkMaxLine-1)
-		cn.c.failReplies(cn, err)
-		return nil, acpsdk.NewInvalidRequest(map[string]any{"error": err.Error()})
 	}
 	// We advertise no fs/terminal capabilities, so goose sends nothing else
 	// that needs an answer (§5).
@@ -383,7 +369,7 @@ func (c *Client) closeIdle(cn *conn) {
 	}
 	delete(c.sessions, cn.session)
 	c.mu.Unlock()
-	_ = cn.stream.Close() // an idle connection: nobody waits on it
+	_ = cn.rpc.Close() // an idle connection: nobody waits on it
 }
 
 // dialBackoff is the wait before the next dial after consecutive failures.
@@ -445,14 +431,9 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	}
 
 	cn := &conn{c: c}
-	cn.stream = newWSStream(ws, c.cfg.MaxFrameBytes, func(method string, params json.RawMessage) {
+	cn.rpc = newWSConn(ws, c.cfg.MaxFrameBytes, c.log, func(method string, params json.RawMessage) {
 		c.route(cn, method, params)
-	})
-	cn.rpc = acpsdk.NewConnection(cn.handle, cn.stream, cn.stream)
-	cn.rpc.SetLogger(c.log)
-	// The stream holds reads until the logger is set: the SDK's reader would
-	// otherwise race with SetLogger on an early disconnect.
-	cn.stream.start()
+	}, cn.handle)
 
 	// initialize with customNotifications to get accumulated usage,
 	// message_usage and status_message (§2.6, §3.1); no fs/terminal so goose
@@ -464,9 +445,8 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 		},
 		ClientInfo: &acpsdk.Implementation{Name: c.cfg.ClientName, Version: c.cfg.ClientVersion},
 	}
-	if _, err := acpsdk.SendRequest[json.RawMessage](cn.rpc, dctx, methodInitialize, init); err != nil {
-		_ = cn.stream.Close() // the connection failed already; its error is the one to report
-		<-cn.rpc.Done()
+	if _, err := request[json.RawMessage](dctx, cn.rpc, methodInitialize, init); err != nil {
+		_ = cn.rpc.Close() // the connection failed already; its error is the one to report
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("failed to initialize ACP connection: %w", ctx.Err())
 		}
@@ -476,8 +456,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		_ = cn.stream.Close() // the connection failed already; its error is the one to report
-		<-cn.rpc.Done()
+		_ = cn.rpc.Close() // the connection failed already; its error is the one to report
 		return nil, fmt.Errorf("failed to connect to goose: %w", ErrClosed)
 	}
 	c.wg.Add(1)
@@ -491,7 +470,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 func (c *Client) watch(cn *conn) {
 	defer c.wg.Done()
 	<-cn.rpc.Done()
-	_ = cn.stream.Close() // already gone: nothing to report
+	_ = cn.rpc.Close() // already gone: nothing to report
 	c.mu.Lock()
 	if c.control == cn {
 		c.control = nil
@@ -503,7 +482,7 @@ func (c *Client) watch(cn *conn) {
 		cn.idle.Stop()
 	}
 	c.mu.Unlock()
-	if err := cn.stream.faultErr(); err != nil {
+	if err := cn.rpc.faultErr(); err != nil {
 		c.log.Warn("closed a goose connection", "session", cn.session, "err", err)
 	}
 }
@@ -522,34 +501,21 @@ func (c *Client) Close() error {
 	}
 	c.mu.Unlock()
 	for _, cn := range conns {
-		_ = cn.stream.Close() // replies learn of it through their own calls
+		_ = cn.rpc.Close() // replies learn of it through their own calls
 	}
 	c.wg.Wait()
 	return nil
 }
 
-// mapErr turns an SDK/JSON-RPC error into the goose error vocabulary.
+// mapErr turns a transport or JSON-RPC error into the goose error
+// vocabulary.
 func (c *Client) mapErr(cn *conn, err error) error {
+	if errors.Is(err, errConnClosed) {
+		return fmt.Errorf("%w: %w", goose.ErrUnavailable, cn.lostErr())
+	}
 	var re *acpsdk.RequestError
 	if !errors.As(err, &re) {
 		return err
-	}
-	if re.Code == -32603 && isLocalError(re) {
-		// The SDK reports a lost peer or a failed write as a local -32603;
-		// give the reader a moment to notice a broken socket.
-		if msg, _ := re.Data.(map[string]any)["error"].(string); strings.Contains(msg, errFrameTooLarge.Error()) {
-			return fmt.Errorf("%w: %s", goose.ErrMessageTooLarge, msg)
-		}
-		select {
-		case <-cn.rpc.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-		if cn.dead() {
-			return fmt.Errorf("%w: %w", goose.ErrUnavailable, cn.lostErr())
-		}
-	}
-	if m, ok := re.Data.(map[string]any); ok && m[oversizedMarker] != nil {
-		return fmt.Errorf("%w: %s", goose.ErrMessageTooLarge, re.Message)
 	}
 	switch re.Code {
 	case -32002: // resource not found (§3)
@@ -558,17 +524,6 @@ func (c *Client) mapErr(cn *conn, err error) error {
 		return fmt.Errorf("%w: %s", context.Canceled, errDetail(re))
 	}
 	return &goose.AgentError{Code: re.Code, Message: errDetail(re)}
-}
-
-// isLocalError recognises the errors acp-go-sdk makes up itself (never sent
-// by goose): Data is {"error": "<text>"} as built by NewInternalError.
-func isLocalError(re *acpsdk.RequestError) bool {
-	m, ok := re.Data.(map[string]any)
-	if !ok || len(m) != 1 {
-		return false
-	}
-	_, ok = m["error"].(string)
-	return ok
 }
 
 func errDetail(re *acpsdk.RequestError) string {
@@ -585,7 +540,7 @@ func errDetail(re *acpsdk.RequestError) string {
 // call sends one request on cn.
 func call[T any](ctx context.Context, c *Client, cn *conn, what, method string, params any) (T, error) {
 	var zero T
-	res, err := acpsdk.SendRequest[T](cn.rpc, ctx, method, params)
+	res, err := request[T](ctx, cn.rpc, method, params)
 	if err != nil {
 		if ctx.Err() != nil {
 			return zero, fmt.Errorf("failed to %s: %w", what, ctx.Err())
@@ -635,7 +590,7 @@ func (c *Client) StartSession(ctx context.Context, opts goose.StartOptions) (goo
 		err = errors.New("failed to start session: goose returned no sessionId")
 	}
 	if err != nil {
-		_ = cn.stream.Close() // nothing runs on it; the call's error is the one to report
+		_ = cn.rpc.Close() // nothing runs on it; the call's error is the one to report
 		return goose.Session{}, err
 	}
 	id := res.SessionID
@@ -646,11 +601,11 @@ func (c *Client) StartSession(ctx context.Context, opts goose.StartOptions) (goo
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		_ = cn.stream.Close() // Close raced us; the session persists in goose
+		_ = cn.rpc.Close() // Close raced us; the session persists in goose
 		return goose.Session{}, fmt.Errorf("failed to start session: %w", ErrClosed)
 	}
 	if old := c.sessions[id]; old != nil && old != cn {
-		defer old.stream.Close() // cannot happen with goose's fresh ids; never leak one
+		defer old.rpc.Close() // cannot happen with goose's fresh ids; never leak one
 	}
 	c.register(id, cn)
 	cn.loaded = true
@@ -722,7 +677,7 @@ func (c *Client) ensureLoaded(ctx context.Context, cn *conn, id string) error {
 		}
 		cwd = s.WorkingDir
 	}
-	_, err := acpsdk.SendRequest[json.RawMessage](cn.rpc, ctx, methodSessionLoad, acpsdk.LoadSessionRequest{
+	_, err := request[json.RawMessage](ctx, cn.rpc, methodSessionLoad, acpsdk.LoadSessionRequest{
 		SessionId:  acpsdk.SessionId(id),
 		Cwd:        cwd,
 		McpServers: []acpsdk.McpServer{},
@@ -830,7 +785,7 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 	}
 	c.mu.Unlock()
 	if cn != nil {
-		_ = cn.stream.Close() // the session is gone; so is its agent
+		_ = cn.rpc.Close() // the session is gone; so is its agent
 	}
 	return nil
 }
@@ -929,17 +884,7 @@ func (c *Client) route(cn *conn, method string, params json.RawMessage) {
 	if d.StableUsage && cn.custom.Load() {
 		return
 	}
-	r.deliver(d, c.cfg.MaxQueuedEvents, cn.stream.closed)
-}
-
-// failReplies ends the reply running on cn with err; goose is told to stop it.
-func (c *Client) failReplies(cn *conn, err error) {
-	c.mu.Lock()
-	r := c.replies[cn.session]
-	c.mu.Unlock()
-	if r != nil && r.cn == cn {
-		r.push(item{err: fmt.Errorf("failed to stream reply: %w: %w", goose.ErrStreamBroken, err), abort: true})
-	}
+	r.deliver(d, c.cfg.MaxQueuedEvents, cn.rpc.Closing())
 }
 
 // handlePermission turns session/request_permission into an
@@ -1065,7 +1010,7 @@ func (c *Client) Cancel(ctx context.Context, sessionID string) error {
 		// goose aborts a closed connection's agent and its runs (§2.5).
 		return nil
 	}
-	if err := cn.rpc.SendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(sessionID)}); err != nil {
+	if err := cn.rpc.sendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(sessionID)}); err != nil {
 		return fmt.Errorf("failed to cancel reply: %w", c.mapErr(cn, err))
 	}
 	return nil
@@ -1138,7 +1083,7 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 					return
 				}
 				if it.err != nil {
-					finished = !it.abort
+					finished = true
 					yield(nil, it.err)
 					return
 				}
@@ -1204,7 +1149,7 @@ func (c *Client) abort(r *reply) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := r.cn.rpc.SendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(r.sessionID)}); err != nil {
+	if err := r.cn.rpc.sendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(r.sessionID)}); err != nil {
 		c.log.Debug("failed to send session/cancel", "session", r.sessionID, "err", err)
 	}
 }
@@ -1212,7 +1157,7 @@ func (c *Client) abort(r *reply) {
 // runPrompt performs session/prompt and pushes the reply's ending.
 func (c *Client) runPrompt(ctx context.Context, r *reply, msg goose.UserMessage) {
 	cn := r.cn
-	resp, err := acpsdk.SendRequest[acpsdk.PromptResponse](cn.rpc, ctx, methodSessionPrompt, acpsdk.PromptRequest{
+	resp, err := request[acpsdk.PromptResponse](ctx, cn.rpc, methodSessionPrompt, acpsdk.PromptRequest{
 		SessionId: acpsdk.SessionId(r.sessionID),
 		Prompt:    []acpsdk.ContentBlock{acpsdk.TextBlock(msg.Text)},
 	})

@@ -11,9 +11,6 @@ import (
 type item struct {
 	ev  goose.Event
 	err error
-	// abort marks an error of ours that ends the reply while goose may
-	// still be running it: goose is told to stop.
-	abort bool
 }
 
 // reply is the client-side state of one in-flight session/prompt. The
