@@ -434,6 +434,15 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	cn.rpc = newWSConn(ws, c.cfg.MaxFrameBytes, c.log, func(method string, params json.RawMessage) {
 		c.route(cn, method, params)
 	}, cn.handle)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		_ = ws.Close() // never used
+		return nil, fmt.Errorf("failed to connect to goose: %w", ErrClosed)
+	}
+	c.wg.Add(1) // done by forget, on the connection's reader
+	c.mu.Unlock()
+	cn.rpc.start(func() { c.forget(cn) })
 
 	// initialize with customNotifications to get accumulated usage,
 	// message_usage and status_message (§2.6, §3.1); no fs/terminal so goose
@@ -454,23 +463,20 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	}
 
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		_ = cn.rpc.Close() // the connection failed already; its error is the one to report
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		_ = cn.rpc.Close() // Close raced the dial; nothing uses it yet
 		return nil, fmt.Errorf("failed to connect to goose: %w", ErrClosed)
 	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go c.watch(cn)
 	return cn, nil
 }
 
-// watch forgets a connection once it is gone, so the next call redials.
-// In-flight replies learn of the drop from their own session/prompt call.
-func (c *Client) watch(cn *conn) {
+// forget drops a connection that has ended, so the next call redials. It
+// runs on the connection's reader as it stops. In-flight replies learn of the
+// drop from their own session/prompt call.
+func (c *Client) forget(cn *conn) {
 	defer c.wg.Done()
-	<-cn.rpc.Done()
-	_ = cn.rpc.Close() // already gone: nothing to report
 	c.mu.Lock()
 	if c.control == cn {
 		c.control = nil

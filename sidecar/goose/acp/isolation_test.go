@@ -188,8 +188,10 @@ func TestSlowReaderWithGooseQueueLosesOnlyItsConnection(t *testing.T) {
 	goosetest.RunBystanders(t, c, func() {})
 	close(resume)
 	o := <-got
-	if !errors.Is(o.err, goose.ErrStreamBroken) || o.deltas == 0 || o.deltas >= n {
-		t.Errorf("slow reader: %d deltas, err %v; want some, then ErrStreamBroken", o.deltas, o.err)
+	// How many deltas got through before the queue filled depends on timing;
+	// never all of them, and the end is reported.
+	if !errors.Is(o.err, goose.ErrStreamBroken) || o.deltas >= n {
+		t.Errorf("slow reader: %d deltas, err %v; want fewer than %d, then ErrStreamBroken", o.deltas, o.err, n)
 	}
 	if d := srv.OutboundDrops(); d != 1 {
 		t.Errorf("goose dropped %d connections, want only the slow one", d)

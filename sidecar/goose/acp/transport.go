@@ -60,6 +60,8 @@ type wsConn struct {
 	log      *slog.Logger
 	notify   func(method string, params json.RawMessage)
 	handle   func(ctx context.Context, method string, params json.RawMessage) (any, *acpsdk.RequestError)
+	// ended, when set, runs on the reader once the connection has ended.
+	ended func()
 
 	wmu sync.Mutex
 
@@ -111,8 +113,13 @@ func newWSConn(ws *websocket.Conn, maxFrame int, log *slog.Logger,
 		pending: make(map[uint64]chan rpcMessage), inflight: make(map[string]context.CancelFunc),
 		done: make(chan struct{}), closing: make(chan struct{}), ctx: ctx, cancel: cancel,
 	}
-	go w.read()
 	return w
+}
+
+// start runs the reader; ended, if not nil, runs once the connection ended.
+func (w *wsConn) start(ended func()) {
+	w.ended = ended
+	go w.read()
 }
 
 // Done is closed once the connection has ended.
@@ -143,6 +150,9 @@ func (w *wsConn) read() {
 		w.pending = nil // callers waiting see done
 		w.mu.Unlock()
 		close(w.done)
+		if w.ended != nil {
+			w.ended()
+		}
 	}()
 	for {
 		typ, r, err := w.ws.NextReader()

@@ -52,6 +52,7 @@ func TestWSConnFrames(t *testing.T) {
 			}
 			return map[string]string{"echo": method}, nil
 		})
+	w.start(nil)
 	t.Cleanup(func() { _ = w.Close() })
 	peer := <-peers
 	t.Cleanup(func() { _ = peer.Close() })
@@ -159,6 +160,7 @@ func TestWSConnFrames(t *testing.T) {
 func TestWSConnRefusesAFrameGooseCannotRead(t *testing.T) {
 	ws, peers := rawPeer(t)
 	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler), func(string, json.RawMessage) {}, nil)
+	w.start(nil)
 	t.Cleanup(func() { _ = w.Close() })
 	peer := <-peers
 	t.Cleanup(func() { _ = peer.Close() })
