@@ -193,7 +193,7 @@ func startSidecar(cfg config, fake *goosetest.Serve) (*sidecar, error) {
 		}
 		select {
 		case err := <-sc.done:
-			return nil, fmt.Errorf("adk2goose exited: %v (log: %s)", err, logf.Name())
+			return nil, fmt.Errorf("adk2goose exited (log: %s): %w", logf.Name(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -205,11 +205,15 @@ func startSidecar(cfg config, fake *goosetest.Serve) (*sidecar, error) {
 
 func (sc *sidecar) stop() {
 	_ = sc.cmd.Process.Signal(os.Interrupt)
+	var exit error
 	select {
-	case <-sc.done:
+	case exit = <-sc.done:
 	case <-time.After(30 * time.Second):
 		_ = sc.cmd.Process.Kill()
-		<-sc.done
+		exit = <-sc.done
+	}
+	if exit != nil {
+		fmt.Printf("adk2goose did not exit cleanly: %v\n", exit)
 	}
 	// The log is kept only when it says something.
 	if fi, err := sc.logf.Stat(); err == nil && fi.Size() > 0 {

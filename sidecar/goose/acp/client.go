@@ -610,9 +610,6 @@ func (c *Client) StartSession(ctx context.Context, opts goose.StartOptions) (goo
 		_ = cn.rpc.Close() // Close raced us; the session persists in goose
 		return goose.Session{}, fmt.Errorf("failed to start session: %w", ErrClosed)
 	}
-	if old := c.sessions[id]; old != nil && old != cn {
-		defer old.rpc.Close() // cannot happen with goose's fresh ids; never leak one
-	}
 	c.register(id, cn)
 	cn.loaded = true
 	c.cwd[id] = cwd
