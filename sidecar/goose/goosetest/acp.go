@@ -162,13 +162,7 @@ func (s *Serve) Close() {
 // crashed or restarted goose would. goose then aborts each connection's agent
 // and its runs; sessions stay in the store (§2.1, §2.5).
 func (s *Serve) DropConnections() {
-	s.mu.Lock()
-	conns := make([]*serveConn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range s.openConns() {
 		_ = c.ws.NetConn().Close()
 	}
 }

@@ -82,13 +82,7 @@ func (c *serveConn) enqueue(b []byte) bool {
 // session: a broken or hostile goose's frame (not JSON, not JSON-RPC) lands
 // in the middle of that session's traffic. false when no reply runs there.
 func (s *Serve) SendRaw(sessionID string, frame []byte) bool {
-	s.mu.Lock()
-	conns := make([]*serveConn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range s.openConns() {
 		c.mu.Lock()
 		_, running := c.runs[sessionID]
 		c.mu.Unlock()
@@ -104,4 +98,15 @@ func (s *Serve) SendRaw(sessionID string, frame []byte) bool {
 		return true
 	}
 	return false
+}
+
+// openConns lists the open connections.
+func (s *Serve) openConns() []*serveConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	conns := make([]*serveConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	return conns
 }
