@@ -191,23 +191,21 @@ type httpError struct {
 }
 
 // lenient normalises /run and /run_sse bodies before adkrest sees them, then
-// lets check reject them.
-func lenient(next http.Handler, maxBytes int64, check runCheck) http.Handler {
+// lets check reject them. Bodies come read and bounded (bodyLimits.buffer).
+func lenient(next http.Handler, check runCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := strings.TrimSuffix(r.URL.Path, "/")
 		if r.Method != http.MethodPost || (p != "/run" && p != "/run_sse") {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("request body larger than %d bytes", maxBytes)})
+		body, ok := bodyBytes(r)
+		if !ok {
+			var err error
+			if body, err = io.ReadAll(r.Body); err != nil {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "failed to read request body: " + err.Error()})
 				return
 			}
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "failed to read request body: " + err.Error()})
-			return
 		}
 		norm, _, err := NormalizeRunRequest(body)
 		if err != nil {

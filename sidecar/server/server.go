@@ -9,9 +9,11 @@
 //	/peer/v1/owner               whether this pod has a session or task (see package peering)
 //	everything else              adk-go's adkrest server (ADK REST API and web UI wire)
 //
-// Every route except the open ones requires the inbound token. /run and
-// /run_sse pass through a lenient normaliser first, because adkrest rejects
-// unknown and snake_case fields that real clients send.
+// Every route except the open ones requires the inbound token. Every body
+// is capped and must arrive within BodyReadTimeout (413/408 with a JSON
+// reason; see bodyLimits). /run and /run_sse pass through a lenient
+// normaliser first, because adkrest rejects unknown and snake_case fields
+// that real clients send.
 //
 // Tool approvals (goose in approve / smart_approve mode): a goose permission
 // request ends the ADK turn with an adk_request_confirmation function call
@@ -95,8 +97,15 @@ type Config struct {
 	SSEWriteTimeout time.Duration
 	// StartOptions are used for new goose sessions.
 	StartOptions goose.StartOptions
-	// MaxRequestBytes bounds /run and /run_sse bodies. Default 16 MiB.
-	MaxRequestBytes int64
+	// MaxMessageBytes bounds the bodies that carry a user message: /run,
+	// /run_sse and both A2A endpoints. Default DefaultMaxMessageBytes.
+	MaxMessageBytes int64
+	// MaxOtherBodyBytes bounds every other route's body (session create,
+	// PATCH). Default DefaultMaxOtherBytes.
+	MaxOtherBodyBytes int64
+	// BodyReadTimeout bounds the time a request body takes to arrive.
+	// Default DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 	// ConfirmationTimeout is how long a goose tool approval (approve and
 	// smart_approve modes) waits for the client's answer before it is
 	// denied. Default 10m.
@@ -131,8 +140,14 @@ func (c *Config) defaults() error {
 	if c.ConfirmationTimeout <= 0 {
 		c.ConfirmationTimeout = 10 * time.Minute
 	}
-	if c.MaxRequestBytes <= 0 {
-		c.MaxRequestBytes = 16 << 20
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MaxOtherBodyBytes <= 0 {
+		c.MaxOtherBodyBytes = DefaultMaxOtherBytes
+	}
+	if c.BodyReadTimeout <= 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -232,7 +247,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.mountA2A(mux); err != nil {
 		return nil, err
 	}
-	mux.Handle("/", lenient(rest, cfg.MaxRequestBytes, s.checkConfirmations))
+	mux.Handle("/", lenient(rest, s.checkConfirmations))
 	mux.Handle("GET "+peering.OwnerPath, peering.OwnerHandler(s, s.log))
 
 	var h http.Handler = mux
@@ -243,12 +258,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Owner:        s,
 			Peers:        cfg.Peers,
 			Token:        cfg.AuthToken,
-			MaxBodyBytes: cfg.MaxRequestBytes,
+			MaxBodyBytes: cfg.MaxMessageBytes,
 			Forwarded:    func(outcome string) { s.metrics.peerLookups.WithLabelValues(outcome).Inc() },
 			Logger:       s.log,
 		}).Wrap(h)
 	}
+	limits := bodyLimits{message: cfg.MaxMessageBytes, other: cfg.MaxOtherBodyBytes, timeout: cfg.BodyReadTimeout}
+	h = limits.buffer(h)
 	h = authenticate(h, cfg.AuthToken, s.log)
+	h = limits.readDeadline(h)
 	h = cors(h, cfg.CORSOrigins)
 	h = s.instrument(h)
 	h = recoverPanics(h, s.log)
