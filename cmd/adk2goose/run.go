@@ -34,7 +34,7 @@ type options struct {
 	peersHost, podIP                                     string
 	insecureNoAuth                                       bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
-	confirmationTimeout, bodyReadTimeout                 time.Duration
+	confirmationTimeout, bodyReadTimeout, turnWait       time.Duration
 	maxMessageBody, maxOtherBody                         int64
 
 	gooseSecretEnv string // GOOSE_SERVER__SECRET_KEY, env only: never a flag (it would show in ps)
@@ -112,6 +112,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	size(&o.maxMessageBody, "max-message-body", "ADK2GOOSE_MAX_MESSAGE_BODY", server.DefaultMaxMessageBytes, "largest body of /run, /run_sse and A2A requests (a user message); larger ones get 413")
 	size(&o.maxOtherBody, "max-other-body", "ADK2GOOSE_MAX_OTHER_BODY", server.DefaultMaxOtherBytes, "largest body of every other route (session create, PATCH); larger ones get 413")
 	dur(&o.bodyReadTimeout, "body-read-timeout", "ADK2GOOSE_BODY_READ_TIMEOUT", server.DefaultBodyReadTimeout, "longest time a request body may take to arrive; slower ones get 408")
+	dur(&o.turnWait, "turn-wait", "ADK2GOOSE_TURN_WAIT", server.DefaultTurnWait, "how long a request waits for a session busy with another turn before it gets 409")
 	str(&o.peersHost, "peers-host", "ADK2GOOSE_PEERS_HOST", "", "DNS name whose addresses are this agent's sidecars (its headless Service); requests for a session another pod owns are forwarded there. Empty: one replica, no forwarding")
 	str(&o.podIP, "pod-ip", "POD_IP", "", "this pod's IP, so peer lookups skip it")
 	str(&o.logLevel, "log-level", "ADK2GOOSE_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -137,6 +138,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	case "auto", "approve", "smart_approve", "chat":
 	default:
 		return nil, fmt.Errorf("unknown goose mode %q: want auto, approve, smart_approve or chat", o.gooseMode)
+	}
+	if o.turnWait <= 0 {
+		return nil, fmt.Errorf("turn wait must be positive, got %s", o.turnWait)
 	}
 	if o.bodyReadTimeout <= 0 {
 		return nil, fmt.Errorf("body read timeout must be positive, got %s", o.bodyReadTimeout)
@@ -244,6 +248,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		MaxMessageBytes:     o.maxMessageBody,
 		MaxOtherBodyBytes:   o.maxOtherBody,
 		BodyReadTimeout:     o.bodyReadTimeout,
+		TurnWait:            o.turnWait,
 		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir, Mode: o.gooseMode},
 		Peers:               peers,
 		Logger:              log,

@@ -136,7 +136,7 @@ func TestParse(t *testing.T) {
 	}
 	// Body limits: defaults, env, then flags over env; sizes in any unit.
 	o, err = parse([]string{"-insecure-no-auth"}, envMap(nil), io.Discard)
-	if err != nil || o.maxMessageBody != 5<<20 || o.maxOtherBody != 1<<20 || o.bodyReadTimeout != 30*time.Second {
+	if err != nil || o.maxMessageBody != 5<<20 || o.maxOtherBody != 1<<20 || o.bodyReadTimeout != 30*time.Second || o.turnWait != time.Minute {
 		t.Fatalf("default limits: %v %+v", err, o)
 	}
 	o, err = parse([]string{"-insecure-no-auth", "-max-message-body", "2MiB"}, envMap(map[string]string{

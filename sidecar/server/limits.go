@@ -123,13 +123,3 @@ func (l bodyLimits) buffer(next http.Handler) http.Handler {
 func tooLarge(limit int64) string {
 	return fmt.Sprintf("request body larger than %d bytes", limit)
 }
-
-// writeJSONError answers {"error": msg, "code": code}. A request whose body
-// was not read whole gets Connection: close, so net/http sends the answer at
-// once instead of first draining what the client is still sending.
-func writeJSONError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
-	if _, read := bodyBytes(r); hasBody(r) && !read {
-		w.Header().Set("Connection", "close")
-	}
-	writeJSON(w, status, map[string]string{"error": msg, "code": code})
-}

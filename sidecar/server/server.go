@@ -110,6 +110,9 @@ type Config struct {
 	// smart_approve modes) waits for the client's answer before it is
 	// denied. Default 10m.
 	ConfirmationTimeout time.Duration
+	// TurnWait is how long a request waits for a session busy with another
+	// turn before it gets 409. Default DefaultTurnWait.
+	TurnWait time.Duration
 	// Peers lists the other sidecars of the agent (replicas > 1); nil serves
 	// every request here.
 	Peers peering.Peers
@@ -149,6 +152,9 @@ func (c *Config) defaults() error {
 	if c.BodyReadTimeout <= 0 {
 		c.BodyReadTimeout = DefaultBodyReadTimeout
 	}
+	if c.TurnWait <= 0 {
+		c.TurnWait = DefaultTurnWait
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -173,6 +179,7 @@ type Server struct {
 	metrics  *metrics
 	a2aExec  *drainingExecutor
 	tasks    taskstore.Store
+	turns    *turnGate
 
 	// stop is cancelled (cause ErrDraining) when the drain timeout ends:
 	// request contexts and A2A executions are linked to it, so open streams
@@ -193,7 +200,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("failed to create data dir: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, turns: newTurnGate()}
 	s.stop, s.cancelStop = context.WithCancelCause(context.WithoutCancel(ctx))
 
 	ok := false
@@ -247,7 +254,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.mountA2A(mux); err != nil {
 		return nil, err
 	}
-	mux.Handle("/", lenient(rest, s.checkConfirmations))
+	mux.Handle("/", s.guardSessions(lenient(rest, s.serveRun)))
 	mux.Handle("GET "+peering.OwnerPath, peering.OwnerHandler(s, s.log))
 
 	var h http.Handler = mux
@@ -263,6 +270,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Logger:       s.log,
 		}).Wrap(h)
 	}
+	h = jsonErrors(h)
 	limits := bodyLimits{message: cfg.MaxMessageBytes, other: cfg.MaxOtherBodyBytes, timeout: cfg.BodyReadTimeout}
 	h = limits.buffer(h)
 	h = authenticate(h, cfg.AuthToken, s.log)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/glebarez/sqlite"
 	"gorm.io/gorm"
@@ -136,11 +137,21 @@ func (s *sessionService) Delete(ctx context.Context, req *session.DeleteRequest)
 	return s.w.Delete(ctx, req)
 }
 
+// appendTimeout bounds one event write, which outlives its request.
+const appendTimeout = 30 * time.Second
+
 func (s *sessionService) AppendEvent(ctx context.Context, sess session.Session, ev *session.Event) error {
 	// The database service drops partial events without touching the
 	// database; they need no turn.
-	if ev == nil || !ev.Partial {
-		defer s.acquire(ctx)()
+	if ev != nil && ev.Partial {
+		return s.w.AppendEvent(ctx, sess, ev)
 	}
+	// An event that reached here happened: goose answered (and counted the
+	// tokens) even if the client went away meanwhile, so the write does not
+	// end with the request; otherwise the answer would be missing from the
+	// history.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+	defer cancel()
+	defer s.acquire(ctx)()
 	return s.w.AppendEvent(ctx, sess, ev)
 }
