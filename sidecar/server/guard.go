@@ -2,11 +2,14 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"google.golang.org/adk/session"
 
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
@@ -35,14 +38,6 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, req *RunReques
 		writeJSONError(w, r, http.StatusNotFound, codeAppNotFound, s.unknownApp(req.AppName))
 		return
 	}
-	switch ok, err := s.OwnsSession(r.Context(), req.UserID, req.SessionID); {
-	case err != nil:
-		s.log.Error("failed to look up a session before a run; letting the runner answer", "error", err)
-	case !ok:
-		writeJSONError(w, r, http.StatusNotFound, codeSessionNotFound,
-			fmt.Sprintf("session %q of user %q not found: create it first (POST /apps/%s/users/%s/sessions)", req.SessionID, req.UserID, req.AppName, url.PathEscape(req.UserID)))
-		return
-	}
 	if he := s.checkConfirmations(req); he != nil {
 		writeJSONError(w, r, he.status, he.code, he.msg)
 		return
@@ -52,7 +47,23 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, req *RunReques
 		return
 	}
 	defer release()
-	next.ServeHTTP(w, r)
+	ctx := runContext(r.Context(), req.AppName, req.UserID, req.SessionID)
+	// Loaded here once for the run (see sessionService.Get).
+	_, err := s.sessions.Get(ctx, &session.GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID})
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		writeJSONError(w, r, http.StatusNotFound, codeSessionNotFound,
+			fmt.Sprintf("session %q of user %q not found: create it first (POST /apps/%s/users/%s/sessions)", req.SessionID, req.UserID, req.AppName, url.PathEscape(req.UserID)))
+		return
+	case err != nil:
+		s.log.Error("failed to load a session before a run; letting the runner answer", "error", err)
+	}
+	defer func() {
+		if err := s.sessions.flush(sessionID{req.AppName, req.UserID, req.SessionID}); err != nil {
+			s.log.Error("failed to store a run's user message", "session", req.SessionID, "error", err)
+		}
+	}()
+	next.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // guardSessions answers ADK REST requests for another app with 404 (adkrest

@@ -172,7 +172,7 @@ type Server struct {
 	handler  http.Handler
 	agent    agent.Agent
 	control  *gooseagent.Controller
-	sessions session.Service
+	sessions *sessionService
 	sessDBs  []*sql.DB
 	usage    *UsageStore
 	activity *activity
