@@ -50,7 +50,7 @@ import (
 // earlier sessions (default 0: an empty session database). Run: go test -run '^$' -bench StreamPaths -benchtime 1x ./sidecar/server/
 func BenchmarkStreamPaths(b *testing.B) {
 	const (
-		deltas      = 100 // text events per reply
+		deltas  = 100  // text events per reply
 		streams = 200  // replies per throughput phase
 		held    = 1000 // streams open at once for the memory phase
 	)
