@@ -27,6 +27,11 @@
 // rejected before it reaches the session: 400 for an unknown id, 409 for one
 // that already ended.
 //
+// Turns: a session runs one request at a time, in arrival order (runs,
+// A2A messages and session writes; see turnGate); one still waiting after
+// Config.TurnWait gets 409. Client mistakes get a 4xx with a JSON reason on
+// every route (guard.go).
+//
 // Replicas: with Config.Peers set, a request naming a session, A2A context or
 // task that another pod of the agent has is forwarded to that pod, and a
 // user's session list merges every pod's (package peering).

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -243,36 +242,50 @@ type rawResponse struct {
 	json   map[string]string
 }
 
-// raw sends an authenticated request and decodes a JSON object answer.
+// raw sends an authenticated request and decodes its JSON object answer.
 func (s *sidecar) raw(method, path string, body any) rawResponse {
 	s.t.Helper()
-	var rd *strings.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		j, _ := json.Marshal(b)
-		rd = strings.NewReader(string(j))
-	}
-	ctx, cancel := context.WithTimeout(s.t.Context(), 30*time.Second)
-	defer cancel()
-	var req *http.Request
-	if rd != nil {
-		req, _ = http.NewRequestWithContext(ctx, method, s.URL+path, rd)
-	} else {
-		req, _ = http.NewRequestWithContext(ctx, method, s.URL+path, nil)
-	}
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	resp, err := s.httpc().Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	out := rawResponse{status: resp.StatusCode, header: resp.Header, json: map[string]string{}}
+	resp, b := s.exchange(method, path, body, map[string]string{"Authorization": "Bearer " + testToken})
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		s.t.Fatalf("%s %s: %d answered %q, want JSON", method, path, resp.StatusCode, ct)
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&out.json)
+	out := rawResponse{status: resp.StatusCode, header: resp.Header, json: map[string]string{}}
+	_ = json.Unmarshal(b, &out.json)
 	return out
+}
+
+// TestConcurrentA2AMessagesOneContext: A2A messages sent at once in one
+// context (one ADK session) take turns like REST runs: every task
+// completes and every answer is in the context's history.
+func TestConcurrentA2AMessagesOneContext(t *testing.T) {
+	g := goosetest.NewServe(t, goosetest.WithServeScript(slowEcho))
+	sc := startSidecar(t, serveClient(t, g), t.TempDir())
+	const n = 4
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			code, body := sc.do(http.MethodPost, server.A2APathV03, map[string]any{
+				"jsonrpc": "2.0", "id": i, "method": "message/send",
+				"params": map[string]any{"message": map[string]any{
+					"kind": "message", "messageId": fmt.Sprint("m", i), "role": "user", "contextId": "ctx-c",
+					"parts": []any{map[string]any{"kind": "text", "text": fmt.Sprint("turn ", i)}},
+				}},
+			})
+			var rpc struct {
+				Result struct {
+					Status struct {
+						State string `json:"state"`
+					} `json:"status"`
+				} `json:"result"`
+			}
+			if code != http.StatusOK || json.Unmarshal(body, &rpc) != nil || rpc.Result.Status.State != "completed" {
+				t.Errorf("message %d: %d %s", i, code, body)
+			}
+		})
+	}
+	wg.Wait()
+	checkPaired(t, sc.turnTexts("A2A_USER_ctx-c", "ctx-c"), n)
+	if p := g.Prompts(); len(p) != n {
+		t.Fatalf("goose was asked %d times, want %d", len(p), n)
+	}
 }
