@@ -214,6 +214,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Deleting an ADK session (the REST route) also deletes its goose
+	// session and releases what the agent holds for it, so the same id
+	// created again starts a fresh goose conversation.
+	s.sessions = s.control.SessionService(s.sessions)
 
 	rest, err := adkrest.NewServer(adkrest.ServerConfig{
 		SessionService:  s.sessions,
