@@ -46,6 +46,15 @@ func newSession(t *testing.T, svc session.Service, id string) {
 	}
 }
 
+func newRunner(t *testing.T, root agent.Agent, svc session.Service) *runner.Runner {
+	t.Helper()
+	r, err := runner.New(runner.Config{AppName: "app", Agent: root, SessionService: svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // team is two goose agents on one backend under a sequentialagent.
 func team(t *testing.T, b goose.Backend, svc session.Service) *runner.Runner {
 	t.Helper()
@@ -61,11 +70,7 @@ func team(t *testing.T, b goose.Backend, svc session.Service) *runner.Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := runner.New(runner.Config{AppName: "app", Agent: root, SessionService: svc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return newRunner(t, root, svc)
 }
 
 // TestTwoGooseAgentsUnderSequentialAgent: each agent of a workflow keeps its
@@ -121,11 +126,7 @@ func TestUnscopedSessionIDOfOlderVersions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := runner.New(runner.Config{AppName: "app", Agent: a, SessionService: svc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return newRunner(t, a, svc)
 	}
 	if got := texts(t, mk("goose"), "s", "hi"); !slices.Equal(got, []string{"goose: g1 got hi"}) {
 		t.Fatalf("the agent that wrote the key: %q", got)
@@ -140,21 +141,26 @@ func TestUnscopedSessionIDOfOlderVersions(t *testing.T) {
 	}
 }
 
-// TestDeleteSessionStartsFresh: deleting an ADK session through the
-// controller's session service deletes the goose session and forgets it;
-// the same id created again talks to a new goose session.
-func TestDeleteSessionStartsFresh(t *testing.T) {
-	b := newScriptBackend(whoAmI)
+// withController runs a goose agent on b with its controller's session
+// service, session "s" created.
+func withController(t *testing.T, b goose.Backend) (*runner.Runner, *gooseagent.Controller, session.Service) {
+	t.Helper()
 	a, control, err := gooseagent.NewWithController(gooseagent.Config{Name: "goose", Backend: b})
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc := control.SessionService(session.InMemoryService())
-	r, err := runner.New(runner.Config{AppName: "app", Agent: a, SessionService: svc})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, a, svc)
 	newSession(t, svc, "s")
+	return r, control, svc
+}
+
+// TestDeleteSessionStartsFresh: deleting an ADK session through the
+// controller's session service deletes the goose session and forgets it;
+// the same id created again talks to a new goose session.
+func TestDeleteSessionStartsFresh(t *testing.T) {
+	b := newScriptBackend(whoAmI)
+	r, control, svc := withController(t, b)
 	if got := texts(t, r, "s", "one"); !slices.Equal(got, []string{"goose: g1 got one"}) {
 		t.Fatalf("first: %q", got)
 	}
@@ -181,16 +187,7 @@ func TestDeleteSessionStartsFresh(t *testing.T) {
 // approval is denied and ended when its ADK session is deleted.
 func TestDeleteSessionDeniesPendingConfirmation(t *testing.T) {
 	b := newScriptBackend(approvalScript)
-	a, control, err := gooseagent.NewWithController(gooseagent.Config{Name: "goose", Backend: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := control.SessionService(session.InMemoryService())
-	r, err := runner.New(runner.Config{AppName: "app", Agent: a, SessionService: svc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	newSession(t, svc, "s")
+	r, control, svc := withController(t, b)
 	for _, err := range r.Run(t.Context(), "u", "s", genai.NewContentFromText("delete x", genai.RoleUser), agent.RunConfig{}) {
 		if err != nil {
 			t.Fatal(err)
@@ -220,10 +217,7 @@ func TestIdleSessionsForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := session.InMemoryService()
-	r, err := runner.New(runner.Config{AppName: "app", Agent: a, SessionService: svc})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, a, svc)
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("s%d", i)
 		newSession(t, svc, id)
@@ -259,10 +253,7 @@ func TestAgentCallbacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := session.InMemoryService()
-	r, err := runner.New(runner.Config{AppName: "app", Agent: a, SessionService: svc})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, a, svc)
 	newSession(t, svc, "s")
 	if got := texts(t, r, "s", "secret"); !slices.Equal(got, []string{"goose: not for goose"}) || b.next != 0 {
 		t.Fatalf("%q, goose sessions %d", got, b.next)
