@@ -91,6 +91,26 @@ func (a *tsRemoteAgent) turn(text string) []tsEvent {
 		}
 	}
 	a.session = append(a.session, tsEvent{Author: "user", Texts: []string{text}})
+	return a.send(msg)
+}
+
+// answer sends a function response to a long-running call, with the task
+// and context of the event that made the call (getUserFunctionCallAt).
+func (a *tsRemoteAgent) answer(callID, name string, response map[string]any) []tsEvent {
+	msg := map[string]any{"kind": "message", "messageId": fmt.Sprintf("m%d", len(a.session)), "role": "user",
+		"parts": []any{map[string]any{"kind": "data", "data": map[string]any{"id": callID, "name": name, "response": response},
+			"metadata": map[string]any{"adk_type": "function_response"}}}}
+	for i := len(a.session) - 1; i >= 0; i-- {
+		if slices.Contains(a.session[i].LongRunning, callID) {
+			msg["taskId"], msg["contextId"] = a.session[i].Custom["a2a:task_id"], a.session[i].Custom["a2a:context_id"]
+			break
+		}
+	}
+	a.session = append(a.session, tsEvent{Author: "user", Responses: []string{name}})
+	return a.send(msg)
+}
+
+func (a *tsRemoteAgent) send(msg map[string]any) []tsEvent {
 	var out []tsEvent
 	agg := newTSAggregator()
 	for _, chunk := range a.sc.a2a03Stream(msg) {
@@ -472,6 +492,37 @@ func TestA2AStreamToolsAndProgressAsADKTypeScript(t *testing.T) {
 			state, arts := sc.taskArtifactTexts(view.ID)
 			if state != "completed" || view.State != "completed" || !slices.Equal(view.texts(), arts) || len(arts) != 3 || arts[2] != "Built." {
 				t.Fatalf("tasks/get %s %q, JS view %s %q", state, arts, view.State, view.texts())
+			}
+		})
+	}
+}
+
+// TestA2AApprovalAsADKTypeScript: a goose tool approval reaches ADK TS as a
+// stored long-running adk_request_confirmation call; its answer, sent the
+// way ADK TS resumes a task, runs the tool and the reply goes on.
+func TestA2AApprovalAsADKTypeScript(t *testing.T) {
+	for _, fl := range flavours {
+		t.Run(fl.name, func(t *testing.T) {
+			sc := startSidecar(t, fl.start(t, approvalScript), t.TempDir(), approveMode)
+			ts := &tsRemoteAgent{sc: sc, name: "goose_ts"}
+			evs := ts.turn("delete x")
+			last := ts.session[len(ts.session)-1]
+			if len(last.LongRunning) != 1 || !slices.Equal(last.Calls, []string{"adk_request_confirmation"}) || !last.TurnComplete ||
+				last.Custom["a2a:task_id"] == nil {
+				t.Fatalf("no stored confirmation call: %s", dumpTS(evs))
+			}
+			evs = ts.answer(last.LongRunning[0], "adk_request_confirmation", map[string]any{"confirmed": true})
+			var stored []string
+			for _, ev := range evs {
+				if ev.ErrorMessage != "" {
+					t.Fatalf("error: %s", dumpTS(evs))
+				}
+				if !ev.Partial {
+					stored = append(stored, fmt.Sprintf("%s%v", ev.text(), ev.Responses))
+				}
+			}
+			if !slices.Equal(stored, []string{"[developer__shell]", "Done.[]"}) {
+				t.Fatalf("after the answer: %q in %s", stored, dumpTS(evs))
 			}
 		})
 	}
