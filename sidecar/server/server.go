@@ -25,6 +25,10 @@
 // rejected before it reaches the session: 400 for an unknown id, 409 for one
 // that already ended.
 //
+// Sessions: DELETE of an ADK session also deletes its goose session and
+// what the agent holds for it (gooseagent.Controller.SessionService), so the
+// same id created again starts a fresh goose conversation.
+//
 // Replicas: with Config.Peers set, a request naming a session, A2A context or
 // task that another pod of the agent has is forwarded to that pod, and a
 // user's session list merges every pod's (package peering).
