@@ -99,7 +99,7 @@ type deletingService struct {
 
 func (s *deletingService) Delete(ctx context.Context, req *session.DeleteRequest) error {
 	var sess session.Session
-	got, err := s.Service.Get(ctx, &session.GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID})
+	got, err := s.Get(ctx, &session.GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID})
 	if err == nil && got != nil {
 		sess = got.Session
 	}

@@ -113,7 +113,7 @@ func TestUnscopedSessionIDOfOlderVersions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := session.NewEvent("old-invocation")
+		ev := session.NewEventWithContext(t.Context(), "old-invocation")
 		ev.Author = "goose"
 		ev.Content = genai.NewContentFromText("earlier answer", genai.RoleModel)
 		ev.Actions.StateDelta = map[string]any{gooseagent.StateKeySessionID: old.ID}
