@@ -122,7 +122,10 @@ type SessionKey struct {
 
 // UsageRecord is what the agent reports to a UsageStore after each turn.
 type UsageRecord struct {
-	Key            SessionKey
+	Key SessionKey
+	// Agent is the goose agent's name: an ADK session has one record per
+	// goose agent of the tree.
+	Agent          string
 	GooseSessionID string
 	// Turn is the tokens this turn used (sum of goose's per-call usage).
 	Turn goose.Usage

@@ -114,7 +114,7 @@ func TestTextStreamingAndAggregate(t *testing.T) {
 	if n := got.Session.Events().Len(); n != 4 { // 2 user + 2 finals; partials are not persisted
 		t.Errorf("persisted %d events", n)
 	}
-	if len(h.store.recs) != 2 || h.store.recs[1].Totals.TotalTokens != 38 || h.store.recs[1].Turn.TotalTokens != 18 {
+	if len(h.store.recs) != 2 || h.store.recs[1].Totals.TotalTokens != 38 || h.store.recs[1].Turn.TotalTokens != 18 || h.store.recs[1].Agent != "goose" {
 		t.Errorf("store records %+v", h.store.recs)
 	}
 }

@@ -435,7 +435,7 @@ func (t *turn) recordUsage() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ic), t.g.cfg.UsageTimeout)
 	defer cancel()
 	err := t.g.cfg.Store.RecordUsage(ctx, UsageRecord{
-		Key: t.key, GooseSessionID: t.gooseID, Turn: t.turnUsage(), Totals: totals, At: time.Now(),
+		Key: t.key, Agent: t.g.cfg.Name, GooseSessionID: t.gooseID, Turn: t.turnUsage(), Totals: totals, At: time.Now(),
 	})
 	if err != nil {
 		t.g.cfg.Logger.ErrorContext(ctx, "failed to record token usage",
