@@ -32,6 +32,10 @@
 // Config.TurnWait gets 409. Client mistakes get a 4xx with a JSON reason on
 // every route (guard.go).
 //
+// Sessions: DELETE of an ADK session also deletes its goose session and
+// what the agent holds for it (gooseagent.Controller.SessionService), so the
+// same id created again starts a fresh goose conversation.
+//
 // Replicas: with Config.Peers set, a request naming a session, A2A context or
 // task that another pod of the agent has is forwarded to that pod, and a
 // user's session list merges every pod's (package peering).
@@ -178,13 +182,16 @@ type Server struct {
 	agent    agent.Agent
 	control  *gooseagent.Controller
 	sessions *sessionService
-	sessDBs  []*sql.DB
-	usage    *UsageStore
-	activity *activity
-	metrics  *metrics
-	a2aExec  *drainingExecutor
-	tasks    taskstore.Store
-	turns    *turnGate
+	// adkSessions is sessions as ADK's servers see it: a delete also
+	// reaches goose and releases what the agent holds for the session.
+	adkSessions session.Service
+	sessDBs     []*sql.DB
+	usage       *UsageStore
+	activity    *activity
+	metrics     *metrics
+	a2aExec     *drainingExecutor
+	tasks       taskstore.Store
+	turns       *turnGate
 
 	// stop is cancelled (cause ErrDraining) when the drain timeout ends:
 	// request contexts and A2A executions are linked to it, so open streams
@@ -241,9 +248,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Deleting an ADK session (the REST route) also deletes its goose
+	// session and releases what the agent holds for it, so the same id
+	// created again starts a fresh goose conversation.
+	s.adkSessions = s.control.SessionService(s.sessions)
 
 	rest, err := adkrest.NewServer(adkrest.ServerConfig{
-		SessionService:  s.sessions,
+		SessionService:  s.adkSessions,
 		AgentLoader:     agent.NewSingleLoader(s.agent),
 		SSEWriteTimeout: cfg.SSEWriteTimeout,
 	})
@@ -297,7 +308,7 @@ func (s *Server) Agent() agent.Agent { return s.agent }
 // SessionService is the ADK session service (SQLite). It wraps adk-go's
 // database service, so database.AutoMigrate does not accept it (New has
 // migrated the database already).
-func (s *Server) SessionService() session.Service { return s.sessions }
+func (s *Server) SessionService() session.Service { return s.adkSessions }
 
 // Serve serves on ln until ctx is done, then drains: it stops accepting,
 // lets running requests and streams finish for up to drain, then ends what
