@@ -23,7 +23,7 @@ const sessionReadConns = 8
 // openSessionService opens adk-go's database session service on the SQLite
 // file at path, migrates it, and adds the index its reads need. Reads and
 // writes go through two pools (see sessionService); Close the *sql.DBs.
-func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc session.Service, err error) {
+func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *sessionService, err error) {
 	defer func() {
 		if err != nil {
 			for _, db := range dbs {
@@ -109,6 +109,14 @@ type sessionService struct {
 	session.Service // reads
 	w               session.Service
 	gate            chan struct{}
+	// deleted run, in order, after a session was deleted, to clean up what
+	// it owned outside the database. Set up before serving.
+	deleted []func(context.Context, *session.DeleteRequest)
+}
+
+// onDelete adds a hook run after every successful Delete.
+func (s *sessionService) onDelete(f func(context.Context, *session.DeleteRequest)) {
+	s.deleted = append(s.deleted, f)
 }
 
 func newSessionService(r, w session.Service) *sessionService {
@@ -132,6 +140,16 @@ func (s *sessionService) Create(ctx context.Context, req *session.CreateRequest)
 }
 
 func (s *sessionService) Delete(ctx context.Context, req *session.DeleteRequest) error {
+	if err := s.delete(ctx, req); err != nil {
+		return err
+	}
+	for _, f := range s.deleted {
+		f(ctx, req)
+	}
+	return nil
+}
+
+func (s *sessionService) delete(ctx context.Context, req *session.DeleteRequest) error {
 	defer s.acquire(ctx)()
 	return s.w.Delete(ctx, req)
 }
