@@ -151,6 +151,9 @@ func (m *Manager) Close() error {
 // Scope is the manager's scope.
 func (m *Manager) Scope() Scope { return m.cfg.Scope }
 
+// Retention is how long unused directories are kept; 0 is for ever.
+func (m *Manager) Retention() time.Duration { return m.cfg.Retention }
+
 // rel is the directory of (user, session) relative to Root; "." for agent scope.
 func (m *Manager) rel(user, session string) string {
 	switch m.cfg.Scope {

@@ -78,9 +78,9 @@ func isDir(path string) bool {
 var attackIDs = []string{
 	"", ".", "..", "...", "/", "//", "../..", "../../etc/passwd", "a/../../b", "/etc", "a/b", `a\b`, `..\..`,
 	".hidden", "-rf", "--", "alice", "Alice", "ALICE", "alicE",
-	"аlice",       // Cyrillic а
-	"ａｌｉｃｅ",       // fullwidth
-	"alice\u200b", // zero-width space
+	"аlice",        // Cyrillic а
+	"ａｌｉｃｅ",        // fullwidth
+	"alice\u200b",  // zero-width space
 	"é", "e\u0301", // NFC vs NFD
 	"a\x00b", "a b", "a_b", "a-b", "a.b", "a?b", "a*b", "a:b", "\xff\xfe",
 	strings.Repeat("x", 40) + "1", strings.Repeat("x", 40) + "2", strings.Repeat("X", 41),
