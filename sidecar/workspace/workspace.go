@@ -359,13 +359,15 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 		m.log.Info("removed unused workspace", "dir", rel, "retention", m.cfg.Retention.String())
 	}
 
+	// Only entries named as Name names them are considered: a volume that
+	// served agent scope may hold someone's own "users" or "sessions".
 	users, err := m.list(UsersDir)
 	errs = append(errs, err)
 	for _, u := range users {
 		if ctx.Err() != nil {
 			break
 		}
-		if rel := path.Join(UsersDir, u); stale(rel) {
+		if rel := path.Join(UsersDir, u); isName(u) && stale(rel) {
 			remove(rel)
 		}
 	}
@@ -374,6 +376,9 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 	for _, u := range owners {
 		if ctx.Err() != nil {
 			break
+		}
+		if !isName(u) {
+			continue
 		}
 		parent := path.Join(SessionsDir, u)
 		fi, err := m.root.Lstat(parent)
@@ -387,7 +392,7 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 		sessions, err := m.list(parent)
 		errs = append(errs, err)
 		for _, s := range sessions {
-			if rel := path.Join(parent, s); stale(rel) {
+			if rel := path.Join(parent, s); isName(s) && stale(rel) {
 				remove(rel)
 			}
 		}
@@ -445,6 +450,23 @@ const prefixMax = 40
 // hashEncoding is lower-case base32: names stay distinct on file systems
 // that fold case.
 var hashEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// hashLen is the length of Name's hash part.
+const hashLen = 26
+
+// isName tells whether a directory entry has the form Name gives.
+func isName(s string) bool {
+	i := len(s) - hashLen - 1
+	if i < 1 || s[i] != '-' {
+		return false
+	}
+	for _, c := range s[i+1:] {
+		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
+}
 
 // Name maps an ADK user or session id to one safe path element: up to 40
 // characters of the id lower-cased with everything but a-z, 0-9, '.', '-'

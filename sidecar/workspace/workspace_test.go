@@ -326,6 +326,17 @@ func TestSweepRemovesOnlyUnusedDirectories(t *testing.T) {
 	mu := newManager(t, workspace.Config{Root: root, Scope: workspace.ScopeUser, Now: clk.Now})
 	userDir := open(t, mu, "dave", "x")
 
+	// Someone's own files that happen to sit in the trees are not ours.
+	foreign := []string{filepath.Join(root, "users", "README"), filepath.Join(root, "sessions", "notes"),
+		filepath.Join(filepath.Dir(old), "scratch")}
+	for _, f := range foreign {
+		if err := os.MkdirAll(f, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(f, clk.Now(), clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	clk.advance(23 * time.Hour)
 	fresh := open(t, m, "bob", "fresh")
 	if n, err := m.Sweep(ctx); err != nil || n != 0 {
@@ -351,9 +362,16 @@ func TestSweepRemovesOnlyUnusedDirectories(t *testing.T) {
 	if _, err := m.Sweep(ctx); err != nil || isDir(busy) || isDir(fresh) {
 		t.Fatalf("busy %v fresh %v after their retention: %v", isDir(busy), isDir(fresh), err)
 	}
-	left, _ := os.ReadDir(filepath.Join(root, "sessions"))
-	if len(left) != 0 {
-		t.Fatalf("empty user directories stayed: %v", left)
+	for _, f := range foreign {
+		if !isDir(f) {
+			t.Errorf("swept %s, which the sidecar did not create", f)
+		}
+	}
+	if left, _ := os.ReadDir(filepath.Join(root, "sessions")); len(left) != 2 { // notes, alice's (holding scratch)
+		t.Fatalf("sessions tree after sweeps: %v", left)
+	}
+	if isDir(filepath.Join(root, "sessions", workspace.Name("bob"))) {
+		t.Fatal("bob's emptied directory stayed")
 	}
 
 	// A swept session that comes back gets its directory again.
