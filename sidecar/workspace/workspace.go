@@ -29,6 +29,7 @@ package workspace
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
 	"errors"
@@ -104,6 +105,8 @@ type Manager struct {
 	mu     sync.Mutex
 	inUse  map[string]int // relative dir -> open count
 	closed bool
+	// trashMu lets one caller at a time empty the trash.
+	trashMu sync.Mutex
 }
 
 // New opens the workspace root, creating it if missing.
@@ -291,36 +294,91 @@ func (m *Manager) Remove(_ context.Context, user, session string) error {
 		return nil
 	}
 	rel := m.rel(user, session)
+	if err := m.discardSession(rel); err != nil {
+		return fmt.Errorf("failed to remove workspace %s: %w", rel, err)
+	}
+	return m.emptyTrash()
+}
+
+func (m *Manager) discardSession(rel string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return errors.New("failed to remove workspace: manager closed")
+		return errors.New("manager closed")
 	}
-	if err := m.removeAll(rel); err != nil {
-		return fmt.Errorf("failed to remove workspace %s: %w", rel, err)
+	// Refuse to follow a link in place of the user's directory.
+	fi, err := m.root.Lstat(path.Dir(rel))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory (%s)", path.Dir(rel), fi.Mode().Type())
 	}
-	// The user's parent directory goes when it was the last one; Remove
-	// fails on a non-empty directory, which is fine.
+	if err := m.discard(rel); err != nil {
+		return err
+	}
+	// The user's directory goes with its last session; Remove fails on a
+	// non-empty directory, which is fine.
 	_ = m.root.Remove(path.Dir(rel))
 	return nil
 }
 
-// removeAll removes rel, refusing to follow a link in any of its parents.
-func (m *Manager) removeAll(rel string) error {
-	elems := strings.Split(rel, "/")
-	for i := range len(elems) - 1 {
-		fi, err := m.root.Lstat(strings.Join(elems[:i+1], "/"))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory (%s)", strings.Join(elems[:i+1], "/"), fi.Mode().Type())
+// TrashDir (in Root) holds directories on their way out: they are renamed
+// into it under the manager's lock, which is quick, and deleted after it,
+// so deleting a large directory holds up no turn.
+const TrashDir = ".adk2goose-trash"
+
+// trash makes sure TrashDir is a real directory (m.mu held).
+func (m *Manager) trash() error {
+	if err := m.root.Mkdir(TrashDir, dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := m.root.Lstat(TrashDir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (%s)", TrashDir, fi.Mode().Type())
+	}
+	return nil
+}
+
+// discard moves rel into the trash (m.mu held). A missing rel is no error.
+func (m *Manager) discard(rel string) error {
+	if err := m.trash(); err != nil {
+		return err
+	}
+	err := m.root.Rename(rel, path.Join(TrashDir, rand.Text()))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// emptyTrash deletes what discard moved there, also what an earlier process
+// left. It runs without m.mu.
+func (m *Manager) emptyTrash() error {
+	m.trashMu.Lock()
+	defer m.trashMu.Unlock()
+	m.mu.Lock()
+	err := m.trash()
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("failed to empty workspace trash: %w", err)
+	}
+	names, err := m.list(TrashDir)
+	if err != nil {
+		return fmt.Errorf("failed to empty workspace trash: %w", err)
+	}
+	var errs []error
+	for _, n := range names {
+		if err := m.root.RemoveAll(path.Join(TrashDir, n)); err != nil {
+			errs = append(errs, fmt.Errorf("failed to empty workspace trash: %w", err))
 		}
 	}
-	return m.root.RemoveAll(rel)
+	return errors.Join(errs...)
 }
 
 // Sweep removes user and session directories last used longer than
@@ -335,6 +393,11 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 	if m.cfg.Retention <= 0 {
 		return 0, nil
 	}
+	removed, err := m.discardStale(ctx)
+	return removed, errors.Join(err, m.emptyTrash(), ctx.Err())
+}
+
+func (m *Manager) discardStale(ctx context.Context) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -351,7 +414,7 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 		return err == nil && fi.ModTime().Before(cutoff)
 	}
 	remove := func(rel string) {
-		if err := m.root.RemoveAll(rel); err != nil {
+		if err := m.discard(rel); err != nil {
 			errs = append(errs, fmt.Errorf("failed to remove workspace %s: %w", rel, err))
 			return
 		}
@@ -398,7 +461,7 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 		}
 		_ = m.root.Remove(parent) // only when empty
 	}
-	return removed, errors.Join(append(errs, ctx.Err())...)
+	return removed, errors.Join(errs...)
 }
 
 // list names the entries of rel; a missing rel has none.

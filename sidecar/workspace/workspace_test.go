@@ -476,3 +476,38 @@ func TestSeedFromConfigMapVolume(t *testing.T) {
 		t.Fatalf("reseeded an existing directory: %v", err)
 	}
 }
+
+// Removed directories pass through TrashDir, which is emptied after the
+// lock is released; what a process left there goes with the next removal,
+// and a link in its place is refused.
+func TestTrash(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "ws")
+	m := newManager(t, workspace.Config{Root: root, Scope: workspace.ScopeSession})
+	ctx := context.Background()
+	leftover := filepath.Join(root, workspace.TrashDir, "leftover", "deep")
+	if err := os.MkdirAll(leftover, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	dir := open(t, m, "alice", "s")
+	if err := m.Remove(ctx, "alice", "s"); err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := os.ReadDir(filepath.Join(root, workspace.TrashDir)); err != nil || len(entries) != 0 || isDir(dir) {
+		t.Fatalf("trash %v (%v), dir kept %v", entries, err, isDir(dir))
+	}
+
+	victim := open(t, m, "victim", "s")
+	if err := os.Remove(filepath.Join(root, workspace.TrashDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(victim), filepath.Join(root, workspace.TrashDir)); err != nil {
+		t.Fatal(err)
+	}
+	open(t, m, "bob", "s")
+	if err := m.Remove(ctx, "bob", "s"); err == nil {
+		t.Fatal("removed through a linked trash")
+	}
+	if !isDir(victim) {
+		t.Fatal("the victim's directory was emptied through the link")
+	}
+}
