@@ -157,7 +157,7 @@ type Server struct {
 	handler  http.Handler
 	agent    agent.Agent
 	control  *gooseagent.Controller
-	sessions *sessionService
+	sessions session.Service
 	sessDBs  []*sql.DB
 	usage    *UsageStore
 	activity *activity
@@ -197,10 +197,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}()
 
 	var err error
-	s.sessDBs, s.sessions, err = openSessionService(ctx, filepath.Join(cfg.DataDir, SessionsDBFile))
+	var sessions *sessionService
+	s.sessDBs, sessions, err = openSessionService(ctx, filepath.Join(cfg.DataDir, SessionsDBFile))
 	if err != nil {
 		return nil, err
 	}
+	s.sessions = sessions
 	s.usage, err = OpenUsageStore(ctx, filepath.Join(cfg.DataDir, UsageDBFile))
 	if err != nil {
 		return nil, err
@@ -211,7 +213,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	var workspaces gooseagent.Workspaces
 	if ws := cfg.Workspaces; ws != nil {
 		workspaces = ws
-		s.sessions.onDelete(func(ctx context.Context, req *session.DeleteRequest) {
+		sessions.onDelete(func(ctx context.Context, req *session.DeleteRequest) {
 			if err := ws.Remove(ctx, req.UserID, req.SessionID); err != nil {
 				// The session is gone; its directory ages out with the retention.
 				s.log.WarnContext(ctx, "failed to remove the deleted session's workspace",
