@@ -245,3 +245,39 @@ func TestWorkspaceAttackIDs(t *testing.T) {
 		t.Fatalf("%d ids, %d prompts, %d distinct directories", len(ids), len(f.Prompts()), len(dirs))
 	}
 }
+
+// TestWorkspaceOnOwningReplica: a session's directory is on the pod that
+// owns the session, whichever pod a request for it reaches (peering
+// forwards it), and its deletion through another pod removes it there.
+func TestWorkspaceOnOwningReplica(t *testing.T) {
+	roots := [2]string{filepath.Join(t.TempDir(), "ws0"), filepath.Join(t.TempDir(), "ws1")}
+	rs := startReplicaSet(t, func(i int, cfg *server.Config) {
+		cfg.Workspaces = newWorkspaces(t, roots[i], workspace.ScopeSession)
+	})
+	rs.pods[0].createSession("alice", "s1")
+	rs.pods[1].say("alice", "s1", "hello from the other pod")
+	rs.pods[0].say("alice", "s1", "hello from the owner")
+	prompts := rs.gooses[0].Prompts()
+	if len(prompts) != 2 || len(rs.gooses[1].Prompts()) != 0 {
+		t.Fatalf("prompts: %d on the owner's goose, %d on the other", len(prompts), len(rs.gooses[1].Prompts()))
+	}
+	ss, _ := rs.gooses[0].Session(prompts[0].SessionID)
+	want := filepath.Join(roots[0], workspace.SessionsDir, workspace.Name("alice"), workspace.Name("s1"))
+	if ss.WorkingDir != want || !isDir(want) {
+		t.Fatalf("the session works in %s, want %s on the owner's volume", ss.WorkingDir, want)
+	}
+	if entries, _ := os.ReadDir(roots[1]); len(entries) != 0 {
+		t.Fatalf("the other pod's workspace has %v", entries)
+	}
+	if code, body := rs.pods[1].do(http.MethodDelete, "/apps/"+appName+"/users/alice/sessions/s1", nil); code != http.StatusOK {
+		t.Fatalf("delete through the other pod: %d %s", code, body)
+	}
+	if isDir(want) {
+		t.Fatal("the owner kept the deleted session's directory")
+	}
+}
+
+func isDir(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.IsDir()
+}
