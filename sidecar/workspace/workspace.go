@@ -512,7 +512,9 @@ const prefixMax = 40
 
 // hashEncoding is lower-case base32: names stay distinct on file systems
 // that fold case.
-var hashEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+var hashEncoding = base32.NewEncoding(hashAlphabet).WithPadding(base32.NoPadding)
+
+const hashAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
 
 // hashLen is the length of Name's hash part.
 const hashLen = 26
@@ -524,7 +526,7 @@ func isName(s string) bool {
 		return false
 	}
 	for _, c := range s[i+1:] {
-		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+		if !strings.ContainsRune(hashAlphabet, c) {
 			return false
 		}
 	}

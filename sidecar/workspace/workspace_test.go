@@ -99,7 +99,7 @@ func checkName(t *testing.T, id, name string) {
 		t.Fatalf("Name(%q) has %d bytes", id, len(name))
 	}
 	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+		if !strings.ContainsRune("abcdefghijklmnopqrstuvwxyz0123456789.-_", r) {
 			t.Fatalf("Name(%q) = %q has %q", id, name, r)
 		}
 	}
