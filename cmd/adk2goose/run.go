@@ -33,7 +33,7 @@ type options struct {
 	peersHost, podIP                                     string
 	insecureNoAuth                                       bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
-	confirmationTimeout                                  time.Duration
+	confirmationTimeout, gooseIdleTimeout                time.Duration
 	workspaceScope, workspaceSeedDir                     string
 	workspaceRetention                                   time.Duration
 
@@ -92,6 +92,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.activeWindow, "active-window", "ADK2GOOSE_ACTIVE_WINDOW", 10*time.Minute, "a session used within this window counts as active in /stats")
 	dur(&o.sseWriteTimeout, "sse-write-timeout", "ADK2GOOSE_SSE_WRITE_TIMEOUT", 10*time.Minute, "longest /run_sse response")
 	dur(&o.confirmationTimeout, "confirmation-timeout", "ADK2GOOSE_CONFIRMATION_TIMEOUT", 10*time.Minute, "how long a goose tool approval waits for the ADK client's answer before it is denied")
+	dur(&o.gooseIdleTimeout, "goose-idle-timeout", "GOOSE_IDLE_TIMEOUT", 10*time.Minute, "goose serve: close a session's own goose connection after it ran no reply for this long (goose then stops the session's extensions; the next turn reconnects)")
 	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, how long open streams may finish before they are ended")
 	str(&o.peersHost, "peers-host", "ADK2GOOSE_PEERS_HOST", "", "DNS name whose addresses are this agent's sidecars (its headless Service); requests for a session another pod owns are forwarded there. Empty: one replica, no forwarding")
 	str(&o.podIP, "pod-ip", "POD_IP", "", "this pod's IP, so peer lookups skip it")
@@ -179,7 +180,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	case goose.FlavorGoosed:
 		backend, err = rest.New(rest.Config{URL: o.gooseURL, SecretKey: secret})
 	default:
-		backend, err = acp.New(acp.Config{URL: o.gooseURL, SecretKey: secret, ClientName: "adk2goose", ClientVersion: version, Logger: log})
+		backend, err = acp.New(acp.Config{URL: o.gooseURL, SecretKey: secret, ClientName: "adk2goose", ClientVersion: version, Logger: log,
+			IdleTimeout: o.gooseIdleTimeout})
 	}
 	if err != nil {
 		return fmt.Errorf("failed to create goose client: %w", err)
