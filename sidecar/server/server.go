@@ -70,6 +70,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
+	"github.com/adk2goose/goose-operator/sidecar/workspace"
 )
 
 // ErrDraining is the cancellation cause of requests still running when the
@@ -125,6 +126,11 @@ type Config struct {
 	// Peers lists the other sidecars of the agent (replicas > 1); nil serves
 	// every request here.
 	Peers peering.Peers
+	// Workspaces, when set, gives each ADK user or session its own goose
+	// working directory (in place of StartOptions.WorkingDir), removes a
+	// session's directory when the session is deleted, and sweeps unused
+	// ones on its retention. The caller closes it after the server.
+	Workspaces *workspace.Manager
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -201,6 +207,8 @@ type Server struct {
 	cancelStop context.CancelCauseFunc
 	inflight   sync.WaitGroup
 	closeOnce  sync.Once
+	// sweeper is the workspace retention loop, ended by stop.
+	sweeper sync.WaitGroup
 }
 
 // New builds the server: opens the SQLite stores in DataDir, builds the goose
@@ -223,10 +231,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}()
 
 	var err error
-	s.sessDBs, s.sessions, err = openSessionService(ctx, filepath.Join(cfg.DataDir, SessionsDBFile))
+	var sessions *sessionService
+	s.sessDBs, sessions, err = openSessionService(ctx, filepath.Join(cfg.DataDir, SessionsDBFile))
 	if err != nil {
 		return nil, err
 	}
+	s.sessions = sessions
 	s.usage, err = OpenUsageStore(ctx, filepath.Join(cfg.DataDir, UsageDBFile))
 	if err != nil {
 		return nil, err
@@ -234,6 +244,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 	s.metrics = newMetrics()
 	s.activity = newActivity(s.metrics)
+	var workspaces gooseagent.Workspaces
+	if ws := cfg.Workspaces; ws != nil {
+		workspaces = ws
+		sessions.onDelete(func(ctx context.Context, req *session.DeleteRequest) {
+			if err := ws.Remove(ctx, req.UserID, req.SessionID); err != nil {
+				// The session is gone; its directory ages out with the retention.
+				s.log.WarnContext(ctx, "failed to remove the deleted session's workspace",
+					"adk_session", req.SessionID, "error", err)
+			}
+		})
+		s.sweeper.Go(func() { ws.Run(s.stop, workspace.SweepInterval(ws.Retention())) })
+	}
 	s.agent, s.control, err = gooseagent.NewWithController(gooseagent.Config{
 		Name:                cfg.AppName,
 		Description:         cfg.Description,
@@ -244,6 +266,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:              cfg.Logger,
 		ConfirmationTimeout: cfg.ConfirmationTimeout,
 		SessionService:      s.sessions,
+		Workspaces:          workspaces,
 	})
 	if err != nil {
 		return nil, err
@@ -387,6 +410,7 @@ func (s *Server) Close() error {
 			_ = s.a2aExec.wait(ctx)
 			cancel()
 		}
+		s.sweeper.Wait()
 		if s.usage != nil {
 			err = errors.Join(err, s.usage.Close())
 		}
