@@ -19,6 +19,7 @@ import (
 	adka2a "google.golang.org/adk/server/adka2a/v2"
 	"google.golang.org/adk/session"
 
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 
 	"net/http"
@@ -83,6 +84,7 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 		stop:    s.stop,
 		control: s.control,
 		appName: s.cfg.AppName,
+		budget:  s.budget,
 	}
 	// The task store a2asrv would make by default, kept to answer peers'
 	// owner queries.
@@ -105,6 +107,7 @@ type drainingExecutor struct {
 	// approval, which no running execution owns.
 	control *gooseagent.Controller
 	appName string
+	budget  *budget.Budget
 }
 
 // pick chooses the executor by the A2A method that started the execution.
@@ -122,6 +125,9 @@ var (
 
 func (d *drainingExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return d.track(ctx, func(ctx context.Context) iter.Seq2[a2a.Event, error] {
+		if evs := refuseOverBudget(d.budget, ec); evs != nil {
+			return eventsOf(evs)
+		}
 		return progressAsStatus(d.pick(ctx).Execute(context.WithValue(ctx, usageKey{}, &usageHolder{}), ec))
 	})
 }

@@ -7,6 +7,7 @@
 //	/a2a/v1/invoke               A2A 1.0 JSON-RPC (a2a-go v2 a2asrv + adk-go adka2a/v2)
 //	/a2a/invoke                  A2A 0.3 JSON-RPC (a2a-go a2av0 compat)
 //	/peer/v1/owner               whether this pod has a session or task (see package peering)
+//	/peer/v1/usage               this pod's token ledger, for its peers (see package budget)
 //	everything else              adk-go's adkrest server (ADK REST API and web UI wire)
 //
 // Every route except the open ones requires the inbound token. /run and
@@ -28,6 +29,11 @@
 // Replicas: with Config.Peers set, a request naming a session, A2A context or
 // task that another pod of the agent has is forwarded to that pod, and a
 // user's session list merges every pod's (package peering).
+//
+// Token budget (package budget): while the agent's budget is spent, a
+// /run or /run_sse that would start a turn is answered 429 with a JSON
+// reason and Retry-After, and an A2A message ends in a FAILED task with the
+// same reason; answers to pending tool confirmations still pass.
 //
 // Cancellation: a REST client that goes away cancels the goose reply (its
 // request context); A2A CancelTask ends the task canceled and cancels goose
@@ -56,6 +62,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
@@ -104,6 +111,12 @@ type Config struct {
 	// Peers lists the other sidecars of the agent (replicas > 1); nil serves
 	// every request here.
 	Peers peering.Peers
+	// PodName names this replica in the token ledger; default the hostname
+	// (a StatefulSet pod's name, stable across restarts).
+	PodName string
+	// Budget configures the agent's token budget (File, SyncInterval, Now);
+	// Peers, Token and Logger are filled in from this Config.
+	Budget budget.Config
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -167,6 +180,11 @@ type Server struct {
 	cancelStop context.CancelCauseFunc
 	inflight   sync.WaitGroup
 	closeOnce  sync.Once
+
+	ledger *budget.Ledger
+	budget *budget.Budget
+	// budgetDone closes when the budget's sync loop has stopped.
+	budgetDone chan struct{}
 }
 
 // New builds the server: opens the SQLite stores in DataDir, builds the goose
@@ -199,13 +217,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	s.metrics = newMetrics()
+	if err := s.openBudget(ctx); err != nil {
+		return nil, err
+	}
 	s.activity = newActivity(s.metrics)
 	s.agent, s.control, err = gooseagent.NewWithController(gooseagent.Config{
 		Name:                cfg.AppName,
 		Description:         cfg.Description,
 		Backend:             cfg.Backend,
 		StartOptions:        cfg.StartOptions,
-		Store:               s.usage,
+		Store:               s.budget.Store(s.usage),
 		Observer:            s.activity,
 		Logger:              cfg.Logger,
 		ConfirmationTimeout: cfg.ConfirmationTimeout,
@@ -232,8 +253,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.mountA2A(mux); err != nil {
 		return nil, err
 	}
-	mux.Handle("/", lenient(rest, cfg.MaxRequestBytes, s.checkConfirmations))
+	mux.Handle("/", lenient(s.budgetGate(rest), cfg.MaxRequestBytes, s.checkConfirmations))
 	mux.Handle("GET "+peering.OwnerPath, peering.OwnerHandler(s, s.log))
+	mux.Handle("GET "+budget.UsagePath, s.budget.Handler())
 
 	var h http.Handler = mux
 	if cfg.Peers != nil {
@@ -348,6 +370,7 @@ func (s *Server) Close() error {
 		if s.usage != nil {
 			err = errors.Join(err, s.usage.Close())
 		}
+		err = errors.Join(err, s.closeBudget())
 		for _, db := range s.sessDBs {
 			err = errors.Join(err, db.Close())
 		}
