@@ -134,17 +134,24 @@ func TestParse(t *testing.T) {
 	if err != nil || o.peersHost != "b-headless.ns.svc" || o.podIP != "10.0.0.8" {
 		t.Fatalf("%v %+v", err, o)
 	}
+	o, err = parse([]string{"-insecure-no-auth", "-budget-file", "/etc/adk2goose/budget/budget.json"}, envMap(map[string]string{
+		"POD_NAME": "agent-1", "ADK2GOOSE_BUDGET_SYNC_INTERVAL": "2s",
+	}), io.Discard)
+	if err != nil || o.budgetFile != "/etc/adk2goose/budget/budget.json" || o.podName != "agent-1" || o.budgetSyncInterval != 2*time.Second {
+		t.Fatalf("%v %+v", err, o)
+	}
 	for name, c := range map[string]struct {
 		args []string
 		env  map[string]string
 	}{
-		"no auth":     {nil, nil},
-		"bad flavor":  {[]string{"-insecure-no-auth", "-goose-flavor", "x"}, nil},
-		"bad env dur": {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DRAIN_TIMEOUT": "soon"}},
-		"bad flag":    {[]string{"-nope"}, nil},
-		"extra arg":   {[]string{"-insecure-no-auth", "x"}, nil},
-		"bad mode":    {[]string{"-insecure-no-auth", "-goose-mode", "yolo"}, nil},
-		"no timeout":  {[]string{"-insecure-no-auth", "-confirmation-timeout", "0s"}, nil},
+		"no budget sync": {[]string{"-insecure-no-auth", "-budget-sync-interval", "0s"}, nil},
+		"no auth":        {nil, nil},
+		"bad flavor":     {[]string{"-insecure-no-auth", "-goose-flavor", "x"}, nil},
+		"bad env dur":    {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DRAIN_TIMEOUT": "soon"}},
+		"bad flag":       {[]string{"-nope"}, nil},
+		"extra arg":      {[]string{"-insecure-no-auth", "x"}, nil},
+		"bad mode":       {[]string{"-insecure-no-auth", "-goose-mode", "yolo"}, nil},
+		"no timeout":     {[]string{"-insecure-no-auth", "-confirmation-timeout", "0s"}, nil},
 	} {
 		if _, err := parse(c.args, envMap(c.env), io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -171,14 +171,14 @@ func (l *Ledger) Since(from string) []Row {
 	return out
 }
 
-// Sum adds every pod's tokens on the days of [start, end).
+// Sum adds every pod's tokens on the days that [start, end) touches.
 func (l *Ledger) Sum(start, end time.Time) Tokens {
-	from, to := dayOf(start), dayOf(end)
+	from, last := dayOf(start), dayOf(end.Add(-time.Nanosecond))
 	var sum Tokens
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for k, t := range l.rows {
-		if k.day >= from && k.day < to {
+		if k.day >= from && k.day <= last {
 			sum = sum.add(t)
 		}
 	}
