@@ -226,6 +226,9 @@ func (c *Collector) fetch(ctx context.Context, url, token string) (Sample, error
 	if s.Sessions.Total < 0 || s.Sessions.Active < 0 || s.Tokens.Input < 0 || s.Tokens.Output < 0 || s.Tokens.Total < 0 {
 		return Sample{}, errors.New("stats hold a negative count")
 	}
+	if b := s.Budget; b != nil && (b.Used.Input < 0 || b.Used.Output < 0 || b.Used.Total < 0) {
+		return Sample{}, errors.New("stats hold a negative budget count")
+	}
 	return s, nil
 }
 
