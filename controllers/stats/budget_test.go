@@ -78,7 +78,7 @@ func TestBudgetStatusFromTwoReplicas(t *testing.T) {
 		t.Fatalf("before any turn: %+v %+v", bc, st.Budget)
 	}
 
-	f.sidecars["talker-0"].converse("alice", "s1", "hello there")         // 10+11 in, 11 out
+	f.sidecars["talker-0"].converse("alice", "s1", "hello there")       // 10+11 in, 11 out
 	f.sidecars["talker-1"].converse("bob", "s2", "what is the weather") // 10+19 in, 19 out
 	deadline := time.Now().Add(30 * time.Second)
 	for _, sc := range f.sidecars {

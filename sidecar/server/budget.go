@@ -65,8 +65,9 @@ func (s *Server) closeBudget() error {
 	return nil
 }
 
-// budgetError is the JSON body of a refused /run or /run_sse.
-type budgetError struct {
+// BudgetRefusal is the JSON body of a /run or /run_sse refused because the
+// agent's token budget is spent (HTTP 429).
+type BudgetRefusal struct {
 	Error    string        `json:"error"`
 	Code     string        `json:"code"`
 	ResetsAt string        `json:"resetsAt"`
@@ -103,7 +104,7 @@ func (s *Server) budgetGate(next http.Handler) http.Handler {
 		}
 		s.budget.Refused("rest")
 		w.Header().Set("Retry-After", strconv.FormatInt(refusal.RetryAfter(s.budget.Now()), 10))
-		writeJSON(w, http.StatusTooManyRequests, budgetError{
+		writeJSON(w, http.StatusTooManyRequests, BudgetRefusal{
 			Error: refusal.Error(), Code: budget.ReasonExhausted,
 			ResetsAt: refusal.ResetsAt.UTC().Format(time.RFC3339),
 			Budget:   refusal.Limits, Used: refusal.Used,

@@ -97,7 +97,7 @@ func (s *sidecar) spend(user, sess string, n int) {
 
 // refused asserts that path answers a new turn 429 with the budget's JSON
 // reason and the seconds left in the period.
-func (s *sidecar) refused(path, user, sess string, wantRetryAfter string) budgetRefusal {
+func (s *sidecar) refused(path, user, sess string, wantRetryAfter string) server.BudgetRefusal {
 	s.t.Helper()
 	req, _ := http.NewRequestWithContext(s.t.Context(), http.MethodPost, s.URL+path, strings.NewReader(mustJSON(s.t, runBody(user, sess, "spend 1", path == "/run_sse"))))
 	req.Header.Set("Authorization", "Bearer "+testToken)
@@ -107,7 +107,7 @@ func (s *sidecar) refused(path, user, sess string, wantRetryAfter string) budget
 		s.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var r budgetRefusal
+	var r server.BudgetRefusal
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		s.t.Fatalf("%s: decode: %v", path, err)
 	}
@@ -116,14 +116,6 @@ func (s *sidecar) refused(path, user, sess string, wantRetryAfter string) budget
 		s.t.Fatalf("%s: %d Retry-After %q %+v, want 429 %s with Retry-After %s", path, resp.StatusCode, resp.Header.Get("Retry-After"), r, budget.ReasonExhausted, wantRetryAfter)
 	}
 	return r
-}
-
-type budgetRefusal struct {
-	Error    string        `json:"error"`
-	Code     string        `json:"code"`
-	ResetsAt string        `json:"resetsAt"`
-	Budget   budget.Limits `json:"budget"`
-	Used     budget.Tokens `json:"used"`
 }
 
 func mustJSON(t testing.TB, v any) string {
