@@ -16,6 +16,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/adk2goose/goose-operator/internal/secretfile"
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
@@ -33,6 +34,8 @@ type options struct {
 	gooseMode, authTokenFile, corsOrigins                string
 	logLevel, logFormat                                  string
 	peersHost, podIP                                     string
+	budgetFile, podName                                  string
+	budgetSyncInterval                                   time.Duration
 	insecureNoAuth                                       bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
 	confirmationTimeout, gooseIdleTimeout                time.Duration
@@ -123,6 +126,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.turnWait, "turn-wait", "ADK2GOOSE_TURN_WAIT", server.DefaultTurnWait, "how long a request waits for a session busy with another turn before it gets 409")
 	str(&o.peersHost, "peers-host", "ADK2GOOSE_PEERS_HOST", "", "DNS name whose addresses are this agent's sidecars (its headless Service); requests for a session another pod owns are forwarded there. Empty: one replica, no forwarding")
 	str(&o.podIP, "pod-ip", "POD_IP", "", "this pod's IP, so peer lookups skip it")
+	str(&o.podName, "pod-name", "POD_NAME", "", "this replica's name in the token ledger (default the hostname, a StatefulSet pod's stable name)")
+	str(&o.budgetFile, "budget-file", "ADK2GOOSE_BUDGET_FILE", "", "JSON file holding the agent's token budget (spec.budget), re-read while running; empty: no budget")
+	dur(&o.budgetSyncInterval, "budget-sync-interval", "ADK2GOOSE_BUDGET_SYNC_INTERVAL", 5*time.Second, "how often the budget file is re-read and the peers' token usage fetched; bounds how stale one pod's view of the others is")
 	str(&o.logLevel, "log-level", "ADK2GOOSE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "ADK2GOOSE_LOG_FORMAT", "json", "json or text")
 	if err := fs.Parse(args); err != nil {
@@ -152,6 +158,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	}
 	if o.bodyReadTimeout <= 0 {
 		return nil, fmt.Errorf("body read timeout must be positive, got %s", o.bodyReadTimeout)
+	}
+	if o.budgetSyncInterval <= 0 {
+		return nil, fmt.Errorf("budget sync interval must be positive, got %s", o.budgetSyncInterval)
 	}
 	if o.confirmationTimeout <= 0 {
 		return nil, fmt.Errorf("confirmation timeout must be positive, got %s", o.confirmationTimeout)
@@ -276,6 +285,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir, Mode: o.gooseMode},
 		Peers:               peers,
 		Workspaces:          workspaces,
+		PodName:             o.podName,
+		Budget:              budget.Config{File: o.budgetFile, SyncInterval: o.budgetSyncInterval},
 		Logger:              log,
 	})
 	if err != nil {
@@ -290,7 +301,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	log.Info("starting adk2goose", "version", version, "goose_url", o.gooseURL, "goose_flavor", o.gooseFlavor,
 		"data_dir", o.dataDir, "public_base_url", o.publicBaseURL, "app", o.appName,
 		"goose_secret_set", secret != "", "cors_origins", origins, "peers_host", o.peersHost,
-		"workspace", o.gooseWorkDir, "workspace_scope", o.workspaceScope, "workspace_retention", o.workspaceRetention.String())
+		"workspace", o.gooseWorkDir, "workspace_scope", o.workspaceScope, "workspace_retention", o.workspaceRetention.String(),
+		"budget_file", o.budgetFile)
 	if onListen != nil {
 		onListen(ln.Addr())
 	}

@@ -150,6 +150,12 @@ func TestParse(t *testing.T) {
 	if err != nil || o.maxMessageBody != 2<<20 || o.maxOtherBody != 64<<10 || o.bodyReadTimeout != 5*time.Second {
 		t.Fatalf("limits from env and flags: %v %+v", err, o)
 	}
+	o, err = parse([]string{"-insecure-no-auth", "-budget-file", "/etc/adk2goose/budget/budget.json"}, envMap(map[string]string{
+		"POD_NAME": "agent-1", "ADK2GOOSE_BUDGET_SYNC_INTERVAL": "2s",
+	}), io.Discard)
+	if err != nil || o.budgetFile != "/etc/adk2goose/budget/budget.json" || o.podName != "agent-1" || o.budgetSyncInterval != 2*time.Second {
+		t.Fatalf("%v %+v", err, o)
+	}
 	for name, c := range map[string]struct {
 		args []string
 		env  map[string]string
@@ -167,6 +173,7 @@ func TestParse(t *testing.T) {
 		"no timeout":         {[]string{"-insecure-no-auth", "-confirmation-timeout", "0s"}, nil},
 		"bad scope":          {[]string{"-insecure-no-auth", "-workspace-scope", "tenant"}, nil},
 		"negative retention": {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_WORKSPACE_RETENTION": "-1h"}},
+		"no budget sync":     {[]string{"-insecure-no-auth", "-budget-sync-interval", "0s"}, nil},
 	} {
 		if _, err := parse(c.args, envMap(c.env), io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)

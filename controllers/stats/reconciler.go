@@ -27,8 +27,8 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
-// FieldOwner owns status.sessions, status.tokens, status.statsUpdatedAt and
-// the StatsAvailable condition. The main reconciler owns the rest of status
+// FieldOwner owns status.sessions, status.tokens, status.statsUpdatedAt,
+// status.budget and the StatsAvailable and BudgetExhausted conditions. The main reconciler owns the rest of status
 // under its own field owner, so neither write clobbers the other.
 const FieldOwner = "goose-operator-stats"
 
@@ -192,6 +192,9 @@ type figures struct {
 	Tokens    agentsv1alpha1.TokenStats
 	UpdatedAt *metav1.Time
 	Condition metav1.Condition
+	// Budget and BudgetCondition are nil without spec.budget.
+	Budget          *agentsv1alpha1.BudgetStatus
+	BudgetCondition *metav1.Condition
 }
 
 // desired computes the owned status from the collection. Figures never come
@@ -236,6 +239,7 @@ func desired(a *agentsv1alpha1.GooseAgent, res Result, pods []Pod, now time.Time
 	c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
 	meta.SetStatusCondition(&conds, c)
 	f.Condition = *meta.FindStatusCondition(conds, agentsv1alpha1.ConditionStatsAvailable)
+	f.Budget, f.BudgetCondition = budgetFigures(a, res, now)
 	return f
 }
 
@@ -248,7 +252,7 @@ func staleMessage(head string, stale []string) string {
 }
 
 func changed(cur *agentsv1alpha1.GooseAgentStatus, f figures) bool {
-	if cur.Sessions != f.Sessions || cur.Tokens != f.Tokens {
+	if cur.Sessions != f.Sessions || cur.Tokens != f.Tokens || budgetChanged(cur, f) {
 		return true
 	}
 	if (cur.StatsUpdatedAt == nil) != (f.UpdatedAt == nil) ||
@@ -262,13 +266,8 @@ func changed(cur *agentsv1alpha1.GooseAgentStatus, f figures) bool {
 
 // apply server-side-applies the owned fields of status.
 func (r *Reconciler) apply(ctx context.Context, a *agentsv1alpha1.GooseAgent, f figures) error {
-	status := map[string]any{
-		"conditions": []any{map[string]any{
-			"type": f.Condition.Type, "status": string(f.Condition.Status), "reason": f.Condition.Reason,
-			"message": f.Condition.Message, "observedGeneration": f.Condition.ObservedGeneration,
-			"lastTransitionTime": f.Condition.LastTransitionTime.UTC().Format(time.RFC3339),
-		}},
-	}
+	status := map[string]any{"conditions": []any{conditionApply(f.Condition)}}
+	applyBudget(status, f)
 	if f.UpdatedAt != nil {
 		status["sessions"] = map[string]any{"total": f.Sessions.Total, "active": f.Sessions.Active}
 		status["tokens"] = map[string]any{"input": f.Tokens.Input, "output": f.Tokens.Output, "total": f.Tokens.Total}

@@ -54,6 +54,8 @@ type sidecar struct {
 	mu      sync.Mutex
 	url     string
 	stop    func()
+	// configure, when set, adjusts the server's config at every start.
+	configure func(*server.Config)
 }
 
 func startSidecar(t *testing.T, fake *goosetest.Serve) *sidecar {
@@ -69,7 +71,11 @@ func startSidecar(t *testing.T, fake *goosetest.Serve) *sidecar {
 }
 
 func (s *sidecar) start() {
-	sc := servertest.Start(s.t, server.Config{Backend: s.backend, AppName: "goose", DataDir: s.dataDir, AuthToken: token})
+	cfg := server.Config{Backend: s.backend, AppName: "goose", DataDir: s.dataDir, AuthToken: token}
+	if s.configure != nil {
+		s.configure(&cfg)
+	}
+	sc := servertest.Start(s.t, cfg)
 	s.mu.Lock()
 	s.url, s.stop = sc.URL, sc.Stop
 	s.mu.Unlock()
@@ -552,4 +558,10 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, direction string)
 	}
 	t.Fatalf("metric %s{direction=%q} not found", name, direction)
 	return 0
+}
+
+func (s *sidecar) baseURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
 }

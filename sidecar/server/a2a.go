@@ -20,6 +20,7 @@ import (
 	adka2a "google.golang.org/adk/server/adka2a/v2"
 	"google.golang.org/adk/session"
 
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 
 	"net/http"
@@ -99,6 +100,7 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 		appName:  s.cfg.AppName,
 		turns:    s.turns,
 		turnWait: s.cfg.TurnWait,
+		budget:   s.budget,
 	}
 	// The task store a2asrv would make by default, kept to answer peers'
 	// owner queries.
@@ -125,6 +127,7 @@ type drainingExecutor struct {
 	// get theirs (turnGate).
 	turns    *turnGate
 	turnWait time.Duration
+	budget   *budget.Budget
 }
 
 // pick chooses the executor by the A2A method that started the execution.
@@ -142,6 +145,9 @@ var (
 
 func (d *drainingExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return d.track(ctx, func(ctx context.Context) iter.Seq2[a2a.Event, error] {
+		if evs := refuseOverBudget(d.budget, ec); evs != nil {
+			return eventsOf(evs)
+		}
 		return func(yield func(a2a.Event, error) bool) {
 			key := gooseagent.SessionKey{AppName: d.appName, UserID: a2aUserID(ctx, ec), SessionID: ec.ContextID}
 			release, err := d.turns.acquire(ctx, key, d.turnWait)

@@ -7,6 +7,7 @@
 //	/a2a/v1/invoke               A2A 1.0 JSON-RPC (a2a-go v2 a2asrv + adk-go adka2a/v2)
 //	/a2a/invoke                  A2A 0.3 JSON-RPC (a2a-go a2av0 compat)
 //	/peer/v1/owner               whether this pod has a session or task (see package peering)
+//	/peer/v1/usage               this pod's token ledger, for its peers (see package budget)
 //	everything else              adk-go's adkrest server (ADK REST API and web UI wire)
 //
 // Every route except the open ones requires the inbound token. Every body
@@ -40,6 +41,11 @@
 // task that another pod of the agent has is forwarded to that pod, and a
 // user's session list merges every pod's (package peering).
 //
+// Token budget (package budget): while the agent's budget is spent, a
+// /run or /run_sse that would start a turn is answered 429 with a JSON
+// reason and Retry-After, and an A2A message ends in a FAILED task with the
+// same reason; answers to pending tool confirmations still pass.
+//
 // Cancellation: a REST client that goes away cancels the goose reply (its
 // request context); A2A CancelTask ends the task canceled and cancels goose
 // (a running execution through its context, an input-required one through
@@ -67,6 +73,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
@@ -131,6 +138,12 @@ type Config struct {
 	// session's directory when the session is deleted, and sweeps unused
 	// ones on its retention. The caller closes it after the server.
 	Workspaces *workspace.Manager
+	// PodName names this replica in the token ledger; default the hostname
+	// (a StatefulSet pod's name, stable across restarts).
+	PodName string
+	// Budget configures the agent's token budget (File, SyncInterval, Now);
+	// Peers, Token and Logger are filled in from this Config.
+	Budget budget.Config
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -209,6 +222,11 @@ type Server struct {
 	closeOnce  sync.Once
 	// sweeper is the workspace retention loop, ended by stop.
 	sweeper sync.WaitGroup
+
+	ledger *budget.Ledger
+	budget *budget.Budget
+	// budgetDone closes when the budget's sync loop has stopped.
+	budgetDone chan struct{}
 }
 
 // New builds the server: opens the SQLite stores in DataDir, builds the goose
@@ -243,6 +261,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	s.metrics = newMetrics()
+	if err := s.openBudget(ctx); err != nil {
+		return nil, err
+	}
 	s.activity = newActivity(s.metrics)
 	var workspaces gooseagent.Workspaces
 	if ws := cfg.Workspaces; ws != nil {
@@ -261,7 +282,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Description:         cfg.Description,
 		Backend:             cfg.Backend,
 		StartOptions:        cfg.StartOptions,
-		Store:               s.usage,
+		Store:               s.budget.Store(s.usage),
 		Observer:            s.activity,
 		Logger:              cfg.Logger,
 		ConfirmationTimeout: cfg.ConfirmationTimeout,
@@ -293,8 +314,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.mountA2A(mux); err != nil {
 		return nil, err
 	}
-	mux.Handle("/", s.guardSessions(lenient(rest, s.serveRun)))
+	mux.Handle("/", s.guardSessions(lenient(s.budgetGate(rest), s.serveRun)))
 	mux.Handle("GET "+peering.OwnerPath, peering.OwnerHandler(s, s.log))
+	mux.Handle("GET "+budget.UsagePath, s.budget.Handler())
 
 	var h http.Handler = mux
 	if cfg.Peers != nil {
@@ -414,6 +436,7 @@ func (s *Server) Close() error {
 		if s.usage != nil {
 			err = errors.Join(err, s.usage.Close())
 		}
+		err = errors.Join(err, s.closeBudget())
 		for _, db := range s.sessDBs {
 			err = errors.Join(err, db.Close())
 		}
