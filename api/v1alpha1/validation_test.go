@@ -1,8 +1,6 @@
 package v1alpha1_test
 
 import (
-	"time"
-
 	"context"
 	"fmt"
 	"os"
