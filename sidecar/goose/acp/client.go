@@ -92,6 +92,7 @@ type Client struct {
 	control      *conn
 	sessions     map[string]*conn // each session's own connection
 	dialing      map[string]*dialing
+	running      map[*conn]struct{}     // every connection whose reader runs
 	dialFailures int                    // consecutive failed dials
 	retryAt      time.Time              // no dial before this, after failures
 	replies      map[string]*reply      // by session id
@@ -158,6 +159,7 @@ func New(cfg Config) (*Client, error) {
 		dialSlots: make(chan struct{}, cfg.MaxDials),
 		sessions:  make(map[string]*conn),
 		dialing:   make(map[string]*dialing),
+		running:   make(map[*conn]struct{}),
 		replies:   make(map[string]*reply),
 		usage:     make(map[string]goose.Usage),
 		cwd:       make(map[string]string),
@@ -265,7 +267,9 @@ func (cn *conn) handle(ctx context.Context, method string, params json.RawMessag
 func (c *Client) controlConn(ctx context.Context) (*conn, error) { return c.live(ctx, "") }
 
 // sessionConn returns the session's own connection, dialling it if needed.
-func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) { return c.live(ctx, id) }
+func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) {
+	return c.live(ctx, id)
+}
 
 // connFor is the session's own connection when one is open, otherwise the
 // control connection: a session-scoped call never opens a session connection
@@ -441,6 +445,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("failed to connect to goose: %w", ErrClosed)
 	}
 	c.wg.Add(1) // done by forget, on the connection's reader
+	c.running[cn] = struct{}{}
 	c.mu.Unlock()
 	cn.rpc.start(func() { c.forget(cn) })
 
@@ -478,6 +483,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 func (c *Client) forget(cn *conn) {
 	defer c.wg.Done()
 	c.mu.Lock()
+	delete(c.running, cn)
 	if c.control == cn {
 		c.control = nil
 	}
@@ -498,11 +504,10 @@ func (c *Client) forget(cn *conn) {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	conns := make([]*conn, 0, len(c.sessions)+1)
-	if c.control != nil {
-		conns = append(conns, c.control)
-	}
-	for _, cn := range c.sessions {
+	// Every connection with a running reader, including one still being
+	// initialized or not yet handed to its session: each holds c.wg.
+	conns := make([]*conn, 0, len(c.running))
+	for cn := range c.running {
 		conns = append(conns, cn)
 	}
 	c.mu.Unlock()
