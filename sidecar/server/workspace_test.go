@@ -177,6 +177,33 @@ func TestWorkspaceKeptOnResume(t *testing.T) {
 	}
 }
 
+// TestWorkspaceScopeChangeMovesSessions: after the scope changed (which
+// restarts the sidecar) a session resumes in the directory the new scope
+// gives it: session/load carries it and goose records it (upstream
+// prepare_session_for_activation). With the default emptyDir the old
+// directory is gone by then, and goose would refuse to load the session in it.
+func TestWorkspaceScopeChangeMovesSessions(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "workspace")
+	data := t.TempDir()
+	f := shellGoose(t)
+	sc := startSidecar(t, acpClient(t, f), data, withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc.createSession("alice", "s1")
+	old := sc.say("alice", "s1", "pwd")
+	sc.stop()
+	if err := os.RemoveAll(root); err != nil { // a new pod's emptyDir
+		t.Fatal(err)
+	}
+
+	sc2 := startSidecar(t, acpClient(t, f), data, withWorkspaces(newWorkspaces(t, root, workspace.ScopeUser)))
+	want := filepath.Join(root, workspace.UsersDir, workspace.Name("alice"))
+	if got := sc2.say("alice", "s1", "pwd"); got != want || got == old {
+		t.Fatalf("after the scope change the session works in %s, want %s", got, want)
+	}
+	if loads := f.Loads(); len(loads) != 1 {
+		t.Fatalf("goose loads %v, want the session resumed once", loads)
+	}
+}
+
 func gooseSessionOf(t *testing.T, sc *sidecar, user, session string) string {
 	t.Helper()
 	code, body := sc.do(http.MethodGet, "/apps/"+appName+"/users/"+user+"/sessions/"+session, nil)
