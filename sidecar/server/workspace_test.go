@@ -78,8 +78,12 @@ func newWorkspaces(t *testing.T, root string, scope workspace.Scope) *workspace.
 	return m
 }
 
-func withWorkspaces(m *workspace.Manager) option {
-	return func(c *server.Config) { c.Workspaces = m }
+// shellSidecar starts a sidecar, as a restarted pod would be: its own goose
+// connection to f, data on dataDir, workspaces of scope under root.
+func shellSidecar(t *testing.T, f *goosetest.Serve, dataDir, root string, scope workspace.Scope) *sidecar {
+	t.Helper()
+	ws := newWorkspaces(t, root, scope)
+	return startSidecar(t, acpClient(t, f), dataDir, func(c *server.Config) { c.Workspaces = ws })
 }
 
 // say runs one turn and returns goose's text.
@@ -112,7 +116,7 @@ func TestWorkspaceScopes(t *testing.T) {
 		t.Run(string(tc.scope), func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "workspace")
 			f := shellGoose(t)
-			sc := startSidecar(t, acpClient(t, f), t.TempDir(), withWorkspaces(newWorkspaces(t, root, tc.scope)))
+			sc := shellSidecar(t, f, t.TempDir(), root, tc.scope)
 			for _, s := range [][2]string{{"alice", "s1"}, {"alice", "s2"}, {"bob", "s1"}} {
 				sc.createSession(s[0], s[1])
 			}
@@ -146,13 +150,13 @@ func TestWorkspaceKeptOnResume(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "workspace")
 	data := t.TempDir()
 	f := shellGoose(t)
-	sc := startSidecar(t, acpClient(t, f), data, withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc := shellSidecar(t, f, data, root, workspace.ScopeSession)
 	sc.createSession("alice", "s1")
 	sc.say("alice", "s1", "write draft.md=v1")
 	pwd := sc.say("alice", "s1", "pwd")
 	sc.stop()
 
-	sc2 := startSidecar(t, acpClient(t, f), data, withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc2 := shellSidecar(t, f, data, root, workspace.ScopeSession)
 	if got := sc2.say("alice", "s1", "ls"); got != "[draft.md]" {
 		t.Fatalf("after restart alice/s1 sees %s", got)
 	}
@@ -168,7 +172,7 @@ func TestWorkspaceKeptOnResume(t *testing.T) {
 	if err := os.RemoveAll(pwd); err != nil {
 		t.Fatal(err)
 	}
-	sc3 := startSidecar(t, acpClient(t, f), data, withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc3 := shellSidecar(t, f, data, root, workspace.ScopeSession)
 	if got := sc3.say("alice", "s1", "ls"); got != "[]" {
 		t.Fatalf("after the directory was lost alice/s1 sees %s", got)
 	}
@@ -186,7 +190,7 @@ func TestWorkspaceScopeChangeMovesSessions(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "workspace")
 	data := t.TempDir()
 	f := shellGoose(t)
-	sc := startSidecar(t, acpClient(t, f), data, withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc := shellSidecar(t, f, data, root, workspace.ScopeSession)
 	sc.createSession("alice", "s1")
 	old := sc.say("alice", "s1", "pwd")
 	sc.stop()
@@ -194,7 +198,7 @@ func TestWorkspaceScopeChangeMovesSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sc2 := startSidecar(t, acpClient(t, f), data, withWorkspaces(newWorkspaces(t, root, workspace.ScopeUser)))
+	sc2 := shellSidecar(t, f, data, root, workspace.ScopeUser)
 	want := filepath.Join(root, workspace.UsersDir, workspace.Name("alice"))
 	if got := sc2.say("alice", "s1", "pwd"); got != want || got == old {
 		t.Fatalf("after the scope change the session works in %s, want %s", got, want)
@@ -221,7 +225,7 @@ func gooseSessionOf(t *testing.T, sc *sidecar, user, session string) string {
 func TestWorkspaceRemovedWithSession(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "workspace")
 	f := shellGoose(t)
-	sc := startSidecar(t, acpClient(t, f), t.TempDir(), withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc := shellSidecar(t, f, t.TempDir(), root, workspace.ScopeSession)
 	sc.createSession("alice", "s1")
 	sc.createSession("alice", "s2")
 	sc.say("alice", "s1", "write a.txt=1")
@@ -244,7 +248,7 @@ func TestWorkspaceRemovedWithSession(t *testing.T) {
 func TestWorkspaceAttackIDs(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "workspace")
 	f := shellGoose(t)
-	sc := startSidecar(t, acpClient(t, f), t.TempDir(), withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc := shellSidecar(t, f, t.TempDir(), root, workspace.ScopeSession)
 	ids := []string{
 		"..", "../..", "../../../../etc", "a/../../b", "/etc/passwd", `..\..`, ".hidden",
 		"Case", "case", "CASE", "аdmin", "admin", "ａｄｍｉｎ", "e\u0301", "é",
