@@ -135,6 +135,49 @@ type GooseAgentSpec struct {
 	// admits ingress only to the sidecar port.
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
+
+	// Budget limits the LLM tokens the whole agent (all replicas together,
+	// across restarts) may use per day, week or month. When it is spent, new
+	// turns are refused (ADK REST 429 with Retry-After, A2A a failed task)
+	// until the period ends or the budget is raised; turns already running
+	// finish. Changing its values takes effect without restarting the pods.
+	// +optional
+	Budget *BudgetSpec `json:"budget,omitempty"`
+}
+
+// BudgetPeriod is the calendar period a token budget applies to, in UTC.
+// +kubebuilder:validation:Enum=Day;Week;Month
+type BudgetPeriod string
+
+const (
+	// BudgetPeriodDay starts at 00:00 UTC.
+	BudgetPeriodDay BudgetPeriod = "Day"
+	// BudgetPeriodWeek starts on Monday 00:00 UTC (ISO 8601 weeks).
+	BudgetPeriodWeek BudgetPeriod = "Week"
+	// BudgetPeriodMonth starts on the 1st, 00:00 UTC.
+	BudgetPeriodMonth BudgetPeriod = "Month"
+)
+
+// BudgetSpec is a token limit per period for the whole agent.
+// +kubebuilder:validation:XValidation:rule="!has(self.inputTokens) || self.inputTokens <= self.totalTokens",message="spec.budget.inputTokens must not exceed spec.budget.totalTokens",fieldPath=".inputTokens"
+// +kubebuilder:validation:XValidation:rule="!has(self.outputTokens) || self.outputTokens <= self.totalTokens",message="spec.budget.outputTokens must not exceed spec.budget.totalTokens",fieldPath=".outputTokens"
+type BudgetSpec struct {
+	// Period is Day, Week or Month, calendar periods in UTC.
+	// +required
+	Period BudgetPeriod `json:"period"`
+	// TotalTokens is the limit on input plus output tokens per period, as
+	// goose counts them.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	TotalTokens int64 `json:"totalTokens"`
+	// InputTokens additionally limits prompt tokens per period.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	InputTokens *int64 `json:"inputTokens,omitempty"`
+	// OutputTokens additionally limits completion tokens per period.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	OutputTokens *int64 `json:"outputTokens,omitempty"`
 }
 
 // ServerSpec selects the goose server.
@@ -538,7 +581,8 @@ type GooseAgentStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Progressing, Degraded and StatsAvailable.
+	// Conditions: Ready, Progressing, Degraded, StatsAvailable and, with a
+	// budget, BudgetExhausted.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -567,6 +611,23 @@ type GooseAgentStatus struct {
 	// StatsUpdatedAt is when sessions and tokens were last collected.
 	// +optional
 	StatsUpdatedAt *metav1.Time `json:"statsUpdatedAt,omitempty"`
+
+	// Budget is the use of spec.budget in the current period, across all
+	// replicas. Absent without a budget.
+	// +optional
+	Budget *BudgetStatus `json:"budget,omitempty"`
+}
+
+// BudgetStatus is a token budget's use in its current period.
+type BudgetStatus struct {
+	// Period the figures are for.
+	Period BudgetPeriod `json:"period"`
+	// PeriodStart is when the current period began.
+	PeriodStart metav1.Time `json:"periodStart"`
+	// ResetsAt is when the current period ends and the budget is whole again.
+	ResetsAt metav1.Time `json:"resetsAt"`
+	// Used counts the tokens all replicas used in the period.
+	Used TokenStats `json:"used"`
 }
 
 // Endpoints are the in-cluster URLs of an agent.
@@ -607,6 +668,9 @@ const (
 	ConditionDegraded = "Degraded"
 	// ConditionStatsAvailable: sessions and tokens are fresh.
 	ConditionStatsAvailable = "StatsAvailable"
+	// ConditionBudgetExhausted: spec.budget is spent for the current period
+	// and new turns are refused. Present only with a budget.
+	ConditionBudgetExhausted = "BudgetExhausted"
 )
 
 // Condition reasons. They are fixed so that tools can match on them.
@@ -624,6 +688,8 @@ const (
 	ReasonStatsCollected    = "StatsCollected"
 	ReasonStatsStale        = "StatsStale"
 	ReasonStatsNotCollected = "NotCollectedYet"
+	ReasonBudgetSpent       = "BudgetSpent"
+	ReasonWithinBudget      = "WithinBudget"
 )
 
 // GooseAgent runs a goose server with the adk2goose sidecar, which serves it
@@ -639,6 +705,9 @@ const (
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.spec.server.flavor`,priority=1
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.sessions.active`,priority=1
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoints.rest`,priority=1
+// +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.budget.used.total`,priority=1,description="Tokens used in the current budget period, all replicas"
+// +kubebuilder:printcolumn:name="Budget",type=integer,JSONPath=`.spec.budget.totalTokens`,priority=1,description="Token budget per period"
+// +kubebuilder:printcolumn:name="Period",type=string,JSONPath=`.spec.budget.period`,priority=1
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 47 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 47 characters starting with a letter: it names the agent's StatefulSet, Services and volume claims",fieldPath=".metadata"
 type GooseAgent struct {
 	metav1.TypeMeta   `json:",inline"`
