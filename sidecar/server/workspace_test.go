@@ -215,7 +215,7 @@ func gooseSessionOf(t *testing.T, sc *sidecar, user, session string) string {
 	if code != http.StatusOK || json.Unmarshal(body, &sess) != nil {
 		t.Fatalf("get session: %d %s", code, body)
 	}
-	id, _ := jpath(sess, "state", gooseagent.StateKeySessionID).(string)
+	id, _ := jpath(sess, "state", gooseagent.SessionIDStateKey(appName)).(string)
 	if id == "" {
 		t.Fatalf("no goose session in %v", sess["state"])
 	}
@@ -231,11 +231,15 @@ func TestWorkspaceRemovedWithSession(t *testing.T) {
 	sc.say("alice", "s1", "write a.txt=1")
 	sc.say("alice", "s2", "write b.txt=2")
 	d1, d2 := sc.say("alice", "s1", "pwd"), sc.say("alice", "s2", "pwd")
+	g1 := gooseSessionOf(t, sc, "alice", "s1")
 	if code, body := sc.do(http.MethodDelete, "/apps/"+appName+"/users/alice/sessions/s1", nil); code != http.StatusOK {
 		t.Fatalf("delete: %d %s", code, body)
 	}
 	if _, err := os.Stat(d1); !os.IsNotExist(err) {
 		t.Fatalf("deleted session's directory %s: %v", d1, err)
+	}
+	if _, ok := f.Session(g1); ok {
+		t.Fatal("the deletion did not reach goose")
 	}
 	if got := sc.say("alice", "s2", "ls"); got != "[b.txt]" || d2 == d1 {
 		t.Fatalf("the other session's directory: %s", got)
