@@ -665,6 +665,17 @@ func (c *Client) ResumeSession(ctx context.Context, id string) (goose.Session, e
 	return c.GetSession(ctx, id)
 }
 
+// ResumeSessionIn resumes a session in workingDir (goose.WorkingDirResumer):
+// session/load carries it as the cwd, which goose makes the session's
+// working directory. A session already loaded on its connection keeps the
+// directory it has.
+func (c *Client) ResumeSessionIn(ctx context.Context, id, workingDir string) (goose.Session, error) {
+	c.mu.Lock()
+	c.cwd[id] = workingDir
+	c.mu.Unlock()
+	return c.ResumeSession(ctx, id)
+}
+
 // ensureLoaded runs session/load unless the session is already active on cn
 // (§2.1, §2.4). Replies do not need it: goose activates a session on its
 // first prompt on a connection, without session/load's history replay, which
