@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -24,11 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
-// FieldOwner owns status.sessions, status.tokens, status.statsUpdatedAt and
-// the StatsAvailable condition. The main reconciler owns the rest of status
+// FieldOwner owns status.sessions, status.tokens, status.statsUpdatedAt,
+// status.budget and the StatsAvailable and BudgetExhausted conditions. The main reconciler owns the rest of status
 // under its own field owner, so neither write clobbers the other.
 const FieldOwner = "goose-operator-stats"
 
@@ -41,8 +41,10 @@ const maxStaleMessage = 1024
 // Reconciler keeps every GooseAgent's session and token figures current by
 // polling its pods' sidecars every Interval.
 type Reconciler struct {
-	Client    client.Client
-	Collector *Collector
+	Client client.Client
+	// References reads the sidecar token, remembered until its Secret changes.
+	References *references.Tracker
+	Collector  *Collector
 	// Interval between polls of one agent. Default DefaultInterval.
 	Interval time.Duration
 	// PodURL builds a ready pod's /stats URL. Default: http://<podIP>:<port>/stats.
@@ -127,11 +129,14 @@ func (r *Reconciler) token(ctx context.Context, a *agentsv1alpha1.GooseAgent) (s
 	if ref := a.Spec.Sidecar.Auth.TokenSecretRef; ref != nil {
 		name, key = ref.Name, ref.Key
 	}
-	var s corev1.Secret
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: name}, &s); err != nil {
+	v, found, err := r.References.ReadKey(ctx, render.KindSecret, a.Namespace, name, key)
+	if err != nil {
 		return "", fmt.Errorf("failed to read sidecar token from Secret %s: %w", name, err)
 	}
-	t := strings.TrimSpace(string(s.Data[key]))
+	if !found {
+		return "", fmt.Errorf("failed to read sidecar token: Secret %s or its key %q not found", name, key)
+	}
+	t := strings.TrimSpace(v)
 	if t == "" {
 		return "", fmt.Errorf("failed to read sidecar token: Secret %s has no key %q", name, key)
 	}
@@ -187,6 +192,9 @@ type figures struct {
 	Tokens    agentsv1alpha1.TokenStats
 	UpdatedAt *metav1.Time
 	Condition metav1.Condition
+	// Budget and BudgetCondition are nil without spec.budget.
+	Budget          *agentsv1alpha1.BudgetStatus
+	BudgetCondition *metav1.Condition
 }
 
 // desired computes the owned status from the collection. Figures never come
@@ -231,6 +239,7 @@ func desired(a *agentsv1alpha1.GooseAgent, res Result, pods []Pod, now time.Time
 	c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
 	meta.SetStatusCondition(&conds, c)
 	f.Condition = *meta.FindStatusCondition(conds, agentsv1alpha1.ConditionStatsAvailable)
+	f.Budget, f.BudgetCondition = budgetFigures(a, res, now)
 	return f
 }
 
@@ -243,7 +252,7 @@ func staleMessage(head string, stale []string) string {
 }
 
 func changed(cur *agentsv1alpha1.GooseAgentStatus, f figures) bool {
-	if cur.Sessions != f.Sessions || cur.Tokens != f.Tokens {
+	if cur.Sessions != f.Sessions || cur.Tokens != f.Tokens || budgetChanged(cur, f) {
 		return true
 	}
 	if (cur.StatsUpdatedAt == nil) != (f.UpdatedAt == nil) ||
@@ -257,13 +266,8 @@ func changed(cur *agentsv1alpha1.GooseAgentStatus, f figures) bool {
 
 // apply server-side-applies the owned fields of status.
 func (r *Reconciler) apply(ctx context.Context, a *agentsv1alpha1.GooseAgent, f figures) error {
-	status := map[string]any{
-		"conditions": []any{map[string]any{
-			"type": f.Condition.Type, "status": string(f.Condition.Status), "reason": f.Condition.Reason,
-			"message": f.Condition.Message, "observedGeneration": f.Condition.ObservedGeneration,
-			"lastTransitionTime": f.Condition.LastTransitionTime.UTC().Format(time.RFC3339),
-		}},
-	}
+	status := map[string]any{"conditions": []any{conditionApply(f.Condition)}}
+	applyBudget(status, f)
 	if f.UpdatedAt != nil {
 		status["sessions"] = map[string]any{"total": f.Sessions.Total, "active": f.Sessions.Active}
 		status["tokens"] = map[string]any{"input": f.Tokens.Input, "output": f.Tokens.Output, "total": f.Tokens.Total}

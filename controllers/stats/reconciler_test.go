@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers"
+	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
 	"github.com/adk2goose/goose-operator/internal/testenv"
@@ -53,6 +55,8 @@ type sidecar struct {
 	mu      sync.Mutex
 	url     string
 	stop    func()
+	// configure, when set, adjusts the server's config at every start.
+	configure func(*server.Config)
 }
 
 func startSidecar(t *testing.T, fake *goosetest.Serve) *sidecar {
@@ -68,7 +72,11 @@ func startSidecar(t *testing.T, fake *goosetest.Serve) *sidecar {
 }
 
 func (s *sidecar) start() {
-	sc := servertest.Start(s.t, server.Config{Backend: s.backend, AppName: "goose", DataDir: s.dataDir, AuthToken: token})
+	cfg := server.Config{Backend: s.backend, AppName: "goose", DataDir: s.dataDir, AuthToken: token}
+	if s.configure != nil {
+		s.configure(&cfg)
+	}
+	sc := servertest.Start(s.t, cfg)
 	s.mu.Lock()
 	s.url, s.stop = sc.URL, sc.Stop
 	s.mu.Unlock()
@@ -198,10 +206,11 @@ func newFixture(t *testing.T, replicas int) *fixture {
 		t.Fatal(err)
 	}
 	f.rec = &stats.Reconciler{
-		Client:    counted,
-		Collector: stats.New(stats.Options{Timeout: time.Second}),
-		Interval:  time.Minute,
-		Metrics:   m,
+		Client:     counted,
+		References: startReferences(t, counting),
+		Collector:  stats.New(stats.Options{Timeout: time.Second}),
+		Interval:   time.Minute,
+		Metrics:    m,
 		PodURL: func(p *corev1.Pod, _ int32) string {
 			if s, ok := f.sidecars[p.Name]; ok {
 				return s.statsURL()
@@ -210,6 +219,30 @@ func newFixture(t *testing.T, replicas int) *fixture {
 		},
 	}
 	return f
+}
+
+// startReferences runs a reference tracker, as the manager would, until the
+// test ends.
+func startReferences(t *testing.T, direct client.Reader) *references.Tracker {
+	t.Helper()
+	env := sharedEnv(t)
+	refs, err := references.New(env.Config, env.Scheme, direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- refs.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("reference tracker: %v", err)
+		}
+	})
+	if !refs.WaitForCacheSync(ctx) {
+		t.Fatal("reference tracker did not sync")
+	}
+	return refs
 }
 
 func (f *fixture) createReadyPod(name string) {
@@ -373,8 +406,17 @@ func TestMissingTokenKeepsFiguresAndSaysWhy(t *testing.T) {
 		Namespace: f.agent.Namespace, Name: render.SecretName(f.agent)}}); err != nil {
 		t.Fatal(err)
 	}
-	f.reconcile()
-	st := f.status()
+	// The token is remembered until the watch reports the deletion: poll
+	// until it has (bounded), then check that the figures were kept.
+	var st agentsv1alpha1.GooseAgentStatus
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		f.reconcile()
+		st = f.status()
+		if c := condition(st); c != nil && c.Reason == agentsv1alpha1.ReasonStatsStale || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if st.Sessions != known.Sessions || st.Tokens != known.Tokens {
 		t.Fatalf("figures changed without a token: %+v %+v", st.Sessions, st.Tokens)
 	}
@@ -428,8 +470,11 @@ func TestManagerPollsOnInterval(t *testing.T) {
 	env := sharedEnv(t)
 	skip := true // the controller name is registered once per process; -count=N runs it N times
 	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: &skip}})
+		Cache: controllers.CacheOptions(), Controller: config.Controller{SkipNameValidation: &skip}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if f.rec.References, err = references.ForManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	const interval = 300 * time.Millisecond
@@ -516,4 +561,10 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, direction string)
 	}
 	t.Fatalf("metric %s{direction=%q} not found", name, direction)
 	return 0
+}
+
+func (s *sidecar) baseURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
 }

@@ -202,6 +202,19 @@ type Config struct {
 	// least recently used idle ones are forgotten; their next turn resumes
 	// the goose session their ADK state names. Default 4096.
 	IdleSessions int
+	// Workspaces, when set, gives each ADK session its goose working
+	// directory in place of StartOptions.WorkingDir (see package
+	// sidecar/workspace).
+	Workspaces Workspaces
+}
+
+// Workspaces chooses and prepares the working directory of ADK sessions.
+// The agent opens it before every turn, not only when it creates the goose
+// session: goose refuses to load a session whose directory is gone.
+type Workspaces interface {
+	// Open returns the session's absolute working directory as goose sees
+	// it, created if missing; it stays in use until release is called.
+	Open(ctx context.Context, userID, sessionID string) (dir string, release func(), err error)
 }
 
 // New returns an ADK agent backed by a goose server. Programs that answer

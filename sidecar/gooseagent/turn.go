@@ -31,6 +31,7 @@ type turn struct {
 	stopped    bool // yield returned false: the consumer is gone
 
 	gooseID    string
+	workingDir string         // from Config.Workspaces; empty: StartOptions'
 	stateDelta map[string]any // pending, attached to the next non-partial event
 
 	text, thought strings.Builder
@@ -79,6 +80,16 @@ func (t *turn) run() {
 		return // the caller went away while another turn held the session
 	}
 	defer entry.release()
+
+	if ws := t.g.cfg.Workspaces; ws != nil {
+		dir, release, err := ws.Open(t.ic, t.key.UserID, t.key.SessionID)
+		if err != nil {
+			t.finish("", fmt.Errorf("failed to prepare working directory: %w", err))
+			return
+		}
+		defer release()
+		t.workingDir = dir
+	}
 
 	in := parseInput(t.ic.UserContent())
 	if len(in.answers) > 0 {
@@ -277,7 +288,11 @@ func (t *turn) openSession(e *sessionEntry) error {
 		}
 	}
 	if e.gooseID == "" {
-		s, err := b.StartSession(t.ic, t.g.cfg.StartOptions)
+		opts := t.g.cfg.StartOptions
+		if t.workingDir != "" {
+			opts.WorkingDir = t.workingDir
+		}
+		s, err := b.StartSession(t.ic, opts)
 		if err != nil {
 			return fmt.Errorf("failed to start goose session: %w", err)
 		}
@@ -285,7 +300,7 @@ func (t *turn) openSession(e *sessionEntry) error {
 		t.prev = &goose.Usage{}
 		t.stateDelta[SessionIDStateKey(t.g.cfg.Name)] = s.ID
 		t.g.cfg.Logger.InfoContext(t.ic, "started goose session",
-			"adk_session", t.key.SessionID, "goose_session", s.ID)
+			"adk_session", t.key.SessionID, "goose_session", s.ID, "working_dir", opts.WorkingDir)
 	}
 	t.gooseID = e.gooseID
 	return nil
@@ -518,6 +533,10 @@ func errorCode(err error) string {
 		return ErrorCodeRateLimited
 	case errors.Is(err, goose.ErrStreamBroken):
 		return ErrorCodeStreamBroken
+	case errors.Is(err, goose.ErrMessageTooLarge):
+		// A user message over the goose client's cap (an oversized message
+		// from goose broke the stream and is reported as that, above).
+		return ErrorCodeBadRequest
 	case errors.Is(err, goose.ErrUnsupported):
 		return ErrorCodeUnsupported
 	case errors.Is(err, context.DeadlineExceeded):

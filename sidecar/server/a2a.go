@@ -20,6 +20,7 @@ import (
 	adka2a "google.golang.org/adk/server/adka2a/v2"
 	"google.golang.org/adk/session"
 
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 
 	"net/http"
@@ -76,7 +77,7 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 	if err != nil {
 		return err
 	}
-	runnerCfg := runner.Config{AppName: s.cfg.AppName, Agent: s.agent, SessionService: s.sessions}
+	runnerCfg := runner.Config{AppName: s.cfg.AppName, Agent: s.agent, SessionService: s.adkSessions}
 	s.a2aExec = &drainingExecutor{
 		// Streaming calls: server-side SSE mode forwards goose's deltas as
 		// partial artifact updates (the client's mode does not matter).
@@ -94,9 +95,12 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 			AfterExecuteCallback: attachUsage,
 			OutputMode:           a2aOutputMode,
 		}),
-		stop:    s.stop,
-		control: s.control,
-		appName: s.cfg.AppName,
+		stop:     s.stop,
+		control:  s.control,
+		appName:  s.cfg.AppName,
+		turns:    s.turns,
+		turnWait: s.cfg.TurnWait,
+		budget:   s.budget,
 	}
 	// The task store a2asrv would make by default, kept to answer peers'
 	// owner queries.
@@ -119,6 +123,11 @@ type drainingExecutor struct {
 	// approval, which no running execution owns.
 	control *gooseagent.Controller
 	appName string
+	// turns gives an execution its context's session turn, as REST runs
+	// get theirs (turnGate).
+	turns    *turnGate
+	turnWait time.Duration
+	budget   *budget.Budget
 }
 
 // pick chooses the executor by the A2A method that started the execution.
@@ -136,7 +145,23 @@ var (
 
 func (d *drainingExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return d.track(ctx, func(ctx context.Context) iter.Seq2[a2a.Event, error] {
-		return progressAsStatus(d.pick(ctx).Execute(context.WithValue(ctx, usageKey{}, &usageHolder{}), ec))
+		if evs := refuseOverBudget(d.budget, ec); evs != nil {
+			return eventsOf(evs)
+		}
+		return func(yield func(a2a.Event, error) bool) {
+			key := gooseagent.SessionKey{AppName: d.appName, UserID: a2aUserID(ctx, ec), SessionID: ec.ContextID}
+			release, err := d.turns.acquire(ctx, key, d.turnWait)
+			if err != nil {
+				yield(nil, fmt.Errorf("failed to start a turn in context %s: %w", ec.ContextID, err))
+				return
+			}
+			defer release()
+			for ev, err := range progressAsStatus(d.pick(ctx).Execute(context.WithValue(ctx, usageKey{}, &usageHolder{}), ec)) {
+				if !yield(ev, err) {
+					return
+				}
+			}
+		}
 	})
 }
 
