@@ -34,7 +34,8 @@ type options struct {
 	peersHost, podIP                                     string
 	insecureNoAuth                                       bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
-	confirmationTimeout, bodyReadTimeout, turnWait       time.Duration
+	confirmationTimeout, gooseIdleTimeout                time.Duration
+	bodyReadTimeout, turnWait                            time.Duration
 	maxMessageBody, maxOtherBody                         int64
 
 	gooseSecretEnv string // GOOSE_SERVER__SECRET_KEY, env only: never a flag (it would show in ps)
@@ -108,6 +109,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.activeWindow, "active-window", "ADK2GOOSE_ACTIVE_WINDOW", 10*time.Minute, "a session used within this window counts as active in /stats")
 	dur(&o.sseWriteTimeout, "sse-write-timeout", "ADK2GOOSE_SSE_WRITE_TIMEOUT", 10*time.Minute, "longest /run_sse response")
 	dur(&o.confirmationTimeout, "confirmation-timeout", "ADK2GOOSE_CONFIRMATION_TIMEOUT", 10*time.Minute, "how long a goose tool approval waits for the ADK client's answer before it is denied")
+	dur(&o.gooseIdleTimeout, "goose-idle-timeout", "GOOSE_IDLE_TIMEOUT", 10*time.Minute, "goose serve: close a session's own goose connection after it ran no reply for this long (goose then stops the session's extensions; the next turn reconnects)")
 	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, how long open streams may finish before they are ended")
 	size(&o.maxMessageBody, "max-message-body", "ADK2GOOSE_MAX_MESSAGE_BODY", server.DefaultMaxMessageBytes, "largest body of /run, /run_sse and A2A requests (a user message); larger ones get 413")
 	size(&o.maxOtherBody, "max-other-body", "ADK2GOOSE_MAX_OTHER_BODY", server.DefaultMaxOtherBytes, "largest body of every other route (session create, PATCH); larger ones get 413")
@@ -204,7 +206,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	case goose.FlavorGoosed:
 		backend, err = rest.New(rest.Config{URL: o.gooseURL, SecretKey: secret})
 	default:
-		backend, err = acp.New(acp.Config{URL: o.gooseURL, SecretKey: secret, ClientName: "adk2goose", ClientVersion: version, Logger: log})
+		backend, err = acp.New(acp.Config{URL: o.gooseURL, SecretKey: secret, ClientName: "adk2goose", ClientVersion: version, Logger: log,
+			IdleTimeout: o.gooseIdleTimeout})
 	}
 	if err != nil {
 		return fmt.Errorf("failed to create goose client: %w", err)
