@@ -85,6 +85,7 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 		appName:  s.cfg.AppName,
 		turns:    s.turns,
 		turnWait: s.cfg.TurnWait,
+		sessions: s.sessions,
 	}
 	// The task store a2asrv would make by default, kept to answer peers'
 	// owner queries.
@@ -111,6 +112,7 @@ type drainingExecutor struct {
 	// get theirs (turnGate).
 	turns    *turnGate
 	turnWait time.Duration
+	sessions *sessionService
 }
 
 // pick chooses the executor by the A2A method that started the execution.
@@ -136,10 +138,17 @@ func (d *drainingExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorConte
 				return
 			}
 			defer release()
+			ctx = runContext(ctx, key.AppName, key.UserID, key.SessionID)
+			stopped := false
 			for ev, err := range progressAsStatus(d.pick(ctx).Execute(context.WithValue(ctx, usageKey{}, &usageHolder{}), ec)) {
 				if !yield(ev, err) {
-					return
+					stopped = true
+					break
 				}
+			}
+			// The turn ends when the session's writes have (sessionService).
+			if err := d.sessions.flush(sessionID{key.AppName, key.UserID, key.SessionID}); err != nil && !stopped {
+				yield(nil, err)
 			}
 		}
 	})
