@@ -90,7 +90,8 @@ type Client struct {
 	mu           sync.Mutex
 	closed       bool
 	control      *conn
-	sessions     map[string]*conn // each session's own connection
+	sessions     map[string]*conn   // each session's own connection
+	all          map[*conn]struct{} // every open connection, registered or not
 	dialing      map[string]*dialing
 	dialFailures int                    // consecutive failed dials
 	retryAt      time.Time              // no dial before this, after failures
@@ -157,6 +158,7 @@ func New(cfg Config) (*Client, error) {
 		log:       cfg.Logger,
 		dialSlots: make(chan struct{}, cfg.MaxDials),
 		sessions:  make(map[string]*conn),
+		all:       make(map[*conn]struct{}),
 		dialing:   make(map[string]*dialing),
 		replies:   make(map[string]*reply),
 		usage:     make(map[string]goose.Usage),
@@ -325,6 +327,9 @@ func (c *Client) live(ctx context.Context, key string) (*conn, error) {
 		cn, err := c.dial(ctx)
 		c.mu.Lock()
 		delete(c.dialing, key)
+		if err == nil && c.closed {
+			cn, err = nil, ErrClosed // Close has closed it
+		}
 		if err == nil {
 			c.register(key, cn)
 		}
@@ -441,6 +446,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("failed to connect to goose: %w", ErrClosed)
 	}
 	c.wg.Add(1) // done by forget, on the connection's reader
+	c.all[cn] = struct{}{}
 	c.mu.Unlock()
 	cn.rpc.start(func() { c.forget(cn) })
 
@@ -478,6 +484,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 func (c *Client) forget(cn *conn) {
 	defer c.wg.Done()
 	c.mu.Lock()
+	delete(c.all, cn)
 	if c.control == cn {
 		c.control = nil
 	}
@@ -498,11 +505,8 @@ func (c *Client) forget(cn *conn) {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	conns := make([]*conn, 0, len(c.sessions)+1)
-	if c.control != nil {
-		conns = append(conns, c.control)
-	}
-	for _, cn := range c.sessions {
+	conns := make([]*conn, 0, len(c.all))
+	for cn := range c.all {
 		conns = append(conns, cn)
 	}
 	c.mu.Unlock()
