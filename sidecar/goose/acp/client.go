@@ -230,6 +230,8 @@ type conn struct {
 	// custom is set once goose sent a _goose/... notification, i.e. it
 	// honoured customNotifications; the stable usage_update is then redundant.
 	custom atomic.Bool
+	// reply is the reply running on this connection, if any.
+	reply atomic.Pointer[reply]
 }
 
 func (cn *conn) dead() bool {
@@ -879,13 +881,14 @@ func (c *Client) route(cn *conn, method string, params json.RawMessage) {
 	if d.Custom {
 		cn.custom.Store(true)
 	}
-	c.mu.Lock()
 	if d.Accumulated != nil {
+		c.mu.Lock()
 		c.usage[d.SessionID] = *d.Accumulated
+		c.mu.Unlock()
 	}
-	r := c.replies[d.SessionID]
-	c.mu.Unlock()
-	if r == nil || r.cn != cn || !r.armed.Load() || d.Event == nil {
+	// The connection's own reply: no client-wide lock per event.
+	r := cn.reply.Load()
+	if r == nil || r.sessionID != d.SessionID || d.Event == nil {
 		return
 	}
 	if d.StableUsage && cn.custom.Load() {
@@ -907,7 +910,7 @@ func (c *Client) handlePermission(ctx context.Context, cn *conn, params json.Raw
 	c.mu.Lock()
 	r := c.replies[string(req.SessionId)]
 	c.mu.Unlock()
-	if r == nil || r.cn != cn || !r.armed.Load() {
+	if r == nil || r.cn != cn {
 		// Nobody can answer; an unanswered request blocks goose forever.
 		return cancelledOutcome(), nil
 	}
@@ -1130,8 +1133,8 @@ func (c *Client) startReply(ctx context.Context, sessionID string) (*reply, erro
 			cn.idle.Stop()
 		}
 		c.replies[sessionID] = r
+		cn.reply.Store(r)
 		c.mu.Unlock()
-		r.armed.Store(true)
 		return r, nil
 	}
 }
@@ -1141,6 +1144,7 @@ func (c *Client) endReply(r *reply) {
 	if c.replies[r.sessionID] == r {
 		delete(c.replies, r.sessionID)
 	}
+	r.cn.reply.CompareAndSwap(r, nil)
 	if c.sessions[r.sessionID] == r.cn {
 		c.idleLocked(r.cn)
 	}
