@@ -1,5 +1,6 @@
 // Command load runs many concurrent /run_sse streams through the real
-// adk2goose binary against the fake `goose serve` and prints a table: how
+// adk2goose binary against the fake `goose serve` (or, -flavor goosed, the
+// fake goosed) and prints a table: how
 // many completed, errors, how many were open at once, time to first event,
 // and the sidecar's RSS, goroutines and CPU before, during and after.
 //
@@ -44,6 +45,7 @@ const (
 
 type config struct {
 	binary       string
+	flavor       string
 	streams      int
 	runs         int
 	deltas       int
@@ -57,6 +59,7 @@ type config struct {
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.binary, "adk2goose", "bin/adk2goose", "the adk2goose binary to load")
+	flag.StringVar(&cfg.flavor, "flavor", "serve", "the fake goose: serve (ACP) or goosed (REST)")
 	flag.IntVar(&cfg.streams, "streams", 2000, "concurrent /run_sse streams per run, each on its own session")
 	flag.IntVar(&cfg.runs, "runs", 10, "runs")
 	flag.IntVar(&cfg.deltas, "deltas", 20, "text deltas per reply")
@@ -88,14 +91,27 @@ func run(cfg config) (bool, error) {
 		}
 		return goosetest.Reply{Steps: append(steps, goosetest.Step{Usage: &goosetest.UsageStep{Input: 10, Output: int64(cfg.deltas)}})}
 	}
-	opts := []goosetest.ServeOption{goosetest.WithServeScript(script)}
-	if cfg.gooseQueue > 0 {
-		opts = append(opts, goosetest.WithServeOutboundQueue(cfg.gooseQueue))
+	var g fakeGoose
+	switch cfg.flavor {
+	case "serve":
+		opts := []goosetest.ServeOption{goosetest.WithServeScript(script)}
+		if cfg.gooseQueue > 0 {
+			opts = append(opts, goosetest.WithServeOutboundQueue(cfg.gooseQueue))
+		}
+		fake := goosetest.NewServe(nil, opts...)
+		defer fake.Close()
+		g = fakeGoose{url: fake.URL, secret: fake.Secret, summary: func() string {
+			return fmt.Sprintf("fake goose serve: %d connections accepted, %d dropped for a full outbound queue", fake.Connections(), fake.OutboundDrops())
+		}}
+	case "goosed":
+		fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script})
+		defer fake.Close()
+		g = fakeGoose{url: fake.URL, secret: fake.SecretKey, summary: func() string { return "fake goosed" }}
+	default:
+		return false, fmt.Errorf("unknown flavor %q: want serve or goosed", cfg.flavor)
 	}
-	fake := goosetest.NewServe(nil, opts...)
-	defer fake.Close()
 
-	sc, err := startSidecar(cfg, fake)
+	sc, err := startSidecar(cfg, g)
 	if err != nil {
 		return false, err
 	}
@@ -110,8 +126,8 @@ func run(cfg config) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	fmt.Printf("adk2goose %s; fake goose serve (outbound queue %d); %d streams x %d deltas over %s per run; GOMAXPROCS of this tool %s\n",
-		cfg.binary, cfg.gooseQueue, cfg.streams, cfg.deltas, cfg.replyTime, os.Getenv("GOMAXPROCS"))
+	fmt.Printf("adk2goose %s; fake goose %s (outbound queue %d for serve); %d streams x %d deltas over %s per run\n",
+		cfg.binary, cfg.flavor, cfg.gooseQueue, cfg.streams, cfg.deltas, cfg.replyTime)
 	fmt.Printf("sidecar at rest: RSS %.0f MiB, %d goroutines\n\n", base.rssMiB, base.goroutines)
 	fmt.Printf("%4s %9s %7s %9s %10s %10s %9s %13s %15s %12s %16s %9s\n",
 		"run", "completed", "errors", "max open", "TTFE p50", "TTFE p99", "wall", "peak RSS MiB", "peak goroutines", "CPU s/run", "after: RSS MiB", "goroutines")
@@ -135,7 +151,7 @@ func run(cfg config) (bool, error) {
 			allOK = false
 		}
 	}
-	fmt.Printf("\nfake goose: %d connections accepted, %d dropped for a full outbound queue\n", fake.Connections(), fake.OutboundDrops())
+	fmt.Printf("\n%s\n", g.summary())
 	return allOK, nil
 }
 
@@ -147,12 +163,18 @@ type sidecar struct {
 	done chan error
 }
 
-func startSidecar(cfg config, fake *goosetest.Serve) (*sidecar, error) {
+// fakeGoose is the fake goose server the sidecar talks to.
+type fakeGoose struct {
+	url, secret string
+	summary     func() string
+}
+
+func startSidecar(cfg config, fake fakeGoose) (*sidecar, error) {
 	dir, err := os.MkdirTemp("", "adk2goose-load-")
 	if err != nil {
 		return nil, err
 	}
-	for name, v := range map[string]string{"token": token, "goose-secret": fake.Secret} {
+	for name, v := range map[string]string{"token": token, "goose-secret": fake.secret} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
 			return nil, err
 		}
@@ -165,10 +187,10 @@ func startSidecar(cfg config, fake *goosetest.Serve) (*sidecar, error) {
 	_ = ln.Close() // the sidecar binds it next; loopback ports are not reused that fast
 	args := []string{
 		"-listen", addr, "-app-name", appName, "-data-dir", filepath.Join(dir, "data"),
-		"-goose-url", fake.URL, "-goose-secret-file", filepath.Join(dir, "goose-secret"),
+		"-goose-url", fake.url, "-goose-flavor", cfg.flavor, "-goose-secret-file", filepath.Join(dir, "goose-secret"),
 		"-auth-token-file", filepath.Join(dir, "token"), "-log-level", "warn", "-log-format", "text",
 	}
-	if cfg.idleTimeout > 0 {
+	if cfg.idleTimeout > 0 && cfg.flavor == "serve" {
 		args = append(args, "-goose-idle-timeout", cfg.idleTimeout.String())
 	}
 	logf, err := os.Create(filepath.Join(dir, "adk2goose.log"))
