@@ -468,7 +468,11 @@ func stream(hc *http.Client, base, id string, deltas int, open *atomic.Int64, op
 				continue
 			}
 			if bytes.Contains(data, []byte(`"errorCode"`)) || bytes.Contains(data, []byte(`"error"`)) {
-				return fmt.Errorf("session %s: error event: %s", id, bytes.TrimSpace(data))
+				var ev struct{ ErrorCode, ErrorMessage, Error string }
+				if json.Unmarshal(data, &ev) != nil {
+					return fmt.Errorf("session %s: error event: %s", id, bytes.TrimSpace(data))
+				}
+				return fmt.Errorf("session %s: error event %s: %s%s", id, ev.ErrorCode, ev.ErrorMessage, ev.Error)
 			}
 			if bytes.Contains(data, []byte(`"partial":true`)) {
 				if partial == 0 {
