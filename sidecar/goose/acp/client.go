@@ -74,7 +74,7 @@ var ErrClosed = errors.New("goose ACP client closed")
 // socket (goose-acp-connections.md §4). Sharing one socket let any session's
 // fault or burst end every turn in flight; one socket per session bounds that
 // to the session, makes a slow reader slow only its own session (see
-// wsStream) and costs goose no more than it spends per session anyway (an
+// wsConn) and costs goose no more than it spends per session anyway (an
 // agent and its extensions per session and connection, §1).
 type Client struct {
 	cfg     Config
@@ -905,8 +905,8 @@ func (c *Client) handlePermission(ctx context.Context, cn *conn, params json.Raw
 		return nil, acpsdk.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
 	// The tool_call goose sent before this request has reached the reply
-	// already: the transport routes notifications before the SDK sees the
-	// frames after them.
+	// already: the reader routes each notification before it reads the next
+	// frame.
 	c.mu.Lock()
 	r := c.replies[string(req.SessionId)]
 	c.mu.Unlock()
