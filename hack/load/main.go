@@ -47,6 +47,7 @@ type config struct {
 	binary       string
 	flavor       string
 	streams      int
+	turns        int
 	runs         int
 	deltas       int
 	replyTime    time.Duration
@@ -61,6 +62,7 @@ func main() {
 	flag.StringVar(&cfg.binary, "adk2goose", "bin/adk2goose", "the adk2goose binary to load")
 	flag.StringVar(&cfg.flavor, "flavor", "serve", "the fake goose: serve (ACP) or goosed (REST)")
 	flag.IntVar(&cfg.streams, "streams", 2000, "concurrent /run_sse streams per run, each on its own session")
+	flag.IntVar(&cfg.turns, "turns", 1, "turns per session, one after the other (TTFE of the first and of the later turns are shown apart)")
 	flag.IntVar(&cfg.runs, "runs", 10, "runs")
 	flag.IntVar(&cfg.deltas, "deltas", 20, "text deltas per reply")
 	flag.DurationVar(&cfg.replyTime, "reply-time", 3*time.Second, "how long goose takes to stream one reply (its deltas evenly spread)")
@@ -126,11 +128,11 @@ func run(cfg config) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	fmt.Printf("adk2goose %s; fake goose %s (outbound queue %d for serve); %d streams x %d deltas over %s per run\n",
-		cfg.binary, cfg.flavor, cfg.gooseQueue, cfg.streams, cfg.deltas, cfg.replyTime)
+	fmt.Printf("adk2goose %s; fake goose %s (outbound queue %d for serve); %d concurrent sessions x %d turns; a reply is %d deltas over %s\n",
+		cfg.binary, cfg.flavor, cfg.gooseQueue, cfg.streams, cfg.turns, cfg.deltas, cfg.replyTime)
 	fmt.Printf("sidecar at rest: RSS %.0f MiB, %d goroutines\n\n", base.rssMiB, base.goroutines)
-	fmt.Printf("%4s %9s %7s %9s %10s %10s %9s %13s %15s %12s %16s %9s\n",
-		"run", "completed", "errors", "max open", "TTFE p50", "TTFE p99", "wall", "peak RSS MiB", "peak goroutines", "CPU s/run", "after: RSS MiB", "goroutines")
+	fmt.Printf("%4s %9s %7s %9s %10s %10s %12s %9s %13s %15s %12s %16s %9s\n",
+		"run", "completed", "errors", "max open", "TTFE p50", "TTFE p99", "later p50", "wall", "peak RSS MiB", "peak goroutines", "CPU s/run", "after: RSS MiB", "goroutines")
 	allOK := true
 	for r := 1; r <= cfg.runs; r++ {
 		res, err := oneRun(cfg, sc, hc, r)
@@ -141,9 +143,13 @@ func run(cfg config) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		fmt.Printf("%4d %9d %7d %9d %10s %10s %9s %13.0f %15d %12.1f %16.0f %9d\n",
+		later := "-"
+		if len(res.ttfeLater) > 0 {
+			later = pct(res.ttfeLater, 50).Round(time.Millisecond).String()
+		}
+		fmt.Printf("%4d %9d %7d %9d %10s %10s %12s %9s %13.0f %15d %12.1f %16.0f %9d\n",
 			r, res.completed, res.errors, res.maxOpen, pct(res.ttfe, 50).Round(time.Millisecond), pct(res.ttfe, 99).Round(time.Millisecond),
-			res.wall.Round(10*time.Millisecond), res.peak.rssMiB, res.peak.goroutines, res.cpu.Seconds(), after.rssMiB, after.goroutines)
+			later, res.wall.Round(10*time.Millisecond), res.peak.rssMiB, res.peak.goroutines, res.cpu.Seconds(), after.rssMiB, after.goroutines)
 		for _, e := range res.samples {
 			fmt.Printf("     error: %s\n", e)
 		}
@@ -315,7 +321,7 @@ func (sc *sidecar) settle(hc *http.Client, baseline int, limit time.Duration) (s
 
 type runResult struct {
 	completed, errors, maxOpen int
-	ttfe                       []time.Duration
+	ttfe, ttfeLater            []time.Duration // first turns', later turns'
 	wall, cpu                  time.Duration
 	peak                       sample
 	samples                    []string // the first few error messages
@@ -374,27 +380,34 @@ func oneRun(cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ttfe, err := stream(hc, sc.url, id, cfg.deltas, &open, func() {
-				n := int(open.Add(1))
+			for turn := range cfg.turns {
+				ttfe, err := stream(hc, sc.url, id, cfg.deltas, &open, func() {
+					n := int(open.Add(1))
+					mu.Lock()
+					res.maxOpen = max(res.maxOpen, n)
+					mu.Unlock()
+				})
 				mu.Lock()
-				res.maxOpen = max(res.maxOpen, n)
-				mu.Unlock()
-			})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				res.errors++
-				if len(res.samples) < 3 {
-					msg := err.Error()
-					if len(msg) > 400 {
-						msg = msg[:400] + "..."
+				if err != nil {
+					res.errors++
+					if len(res.samples) < 3 {
+						msg := err.Error()
+						if len(msg) > 400 {
+							msg = msg[:400] + "..."
+						}
+						res.samples = append(res.samples, msg)
 					}
-					res.samples = append(res.samples, msg)
+					mu.Unlock()
+					return
 				}
-				return
+				res.completed++
+				if turn == 0 {
+					res.ttfe = append(res.ttfe, ttfe)
+				} else {
+					res.ttfeLater = append(res.ttfeLater, ttfe)
+				}
+				mu.Unlock()
 			}
-			res.completed++
-			res.ttfe = append(res.ttfe, ttfe)
 		}()
 	}
 	wg.Wait()
