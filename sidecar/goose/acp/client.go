@@ -74,7 +74,7 @@ var ErrClosed = errors.New("goose ACP client closed")
 // socket (goose-acp-connections.md §4). Sharing one socket let any session's
 // fault or burst end every turn in flight; one socket per session bounds that
 // to the session, makes a slow reader slow only its own session (see
-// wsStream) and costs goose no more than it spends per session anyway (an
+// wsConn) and costs goose no more than it spends per session anyway (an
 // agent and its extensions per session and connection, §1).
 type Client struct {
 	cfg     Config
@@ -90,9 +90,9 @@ type Client struct {
 	mu           sync.Mutex
 	closed       bool
 	control      *conn
-	sessions     map[string]*conn // each session's own connection
+	sessions     map[string]*conn   // each session's own connection
+	all          map[*conn]struct{} // every open connection, registered or not
 	dialing      map[string]*dialing
-	running      map[*conn]struct{}     // every connection whose reader runs
 	dialFailures int                    // consecutive failed dials
 	retryAt      time.Time              // no dial before this, after failures
 	replies      map[string]*reply      // by session id
@@ -158,8 +158,8 @@ func New(cfg Config) (*Client, error) {
 		log:       cfg.Logger,
 		dialSlots: make(chan struct{}, cfg.MaxDials),
 		sessions:  make(map[string]*conn),
+		all:       make(map[*conn]struct{}),
 		dialing:   make(map[string]*dialing),
-		running:   make(map[*conn]struct{}),
 		replies:   make(map[string]*reply),
 		usage:     make(map[string]goose.Usage),
 		cwd:       make(map[string]string),
@@ -230,6 +230,8 @@ type conn struct {
 	// custom is set once goose sent a _goose/... notification, i.e. it
 	// honoured customNotifications; the stable usage_update is then redundant.
 	custom atomic.Bool
+	// reply is the reply running on this connection, if any.
+	reply atomic.Pointer[reply]
 }
 
 func (cn *conn) dead() bool {
@@ -267,9 +269,7 @@ func (cn *conn) handle(ctx context.Context, method string, params json.RawMessag
 func (c *Client) controlConn(ctx context.Context) (*conn, error) { return c.live(ctx, "") }
 
 // sessionConn returns the session's own connection, dialling it if needed.
-func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) {
-	return c.live(ctx, id)
-}
+func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) { return c.live(ctx, id) }
 
 // connFor is the session's own connection when one is open, otherwise the
 // control connection: a session-scoped call never opens a session connection
@@ -329,6 +329,9 @@ func (c *Client) live(ctx context.Context, key string) (*conn, error) {
 		cn, err := c.dial(ctx)
 		c.mu.Lock()
 		delete(c.dialing, key)
+		if err == nil && c.closed {
+			cn, err = nil, ErrClosed // Close has closed it
+		}
 		if err == nil {
 			c.register(key, cn)
 		}
@@ -445,7 +448,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("failed to connect to goose: %w", ErrClosed)
 	}
 	c.wg.Add(1) // done by forget, on the connection's reader
-	c.running[cn] = struct{}{}
+	c.all[cn] = struct{}{}
 	c.mu.Unlock()
 	cn.rpc.start(func() { c.forget(cn) })
 
@@ -483,7 +486,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 func (c *Client) forget(cn *conn) {
 	defer c.wg.Done()
 	c.mu.Lock()
-	delete(c.running, cn)
+	delete(c.all, cn)
 	if c.control == cn {
 		c.control = nil
 	}
@@ -504,10 +507,8 @@ func (c *Client) forget(cn *conn) {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	// Every connection with a running reader, including one still being
-	// initialized or not yet handed to its session: each holds c.wg.
-	conns := make([]*conn, 0, len(c.running))
-	for cn := range c.running {
+	conns := make([]*conn, 0, len(c.all))
+	for cn := range c.all {
 		conns = append(conns, cn)
 	}
 	c.mu.Unlock()
@@ -663,17 +664,6 @@ func (c *Client) ResumeSession(ctx context.Context, id string) (goose.Session, e
 		return goose.Session{}, err
 	}
 	return c.GetSession(ctx, id)
-}
-
-// ResumeSessionIn resumes a session in workingDir (goose.WorkingDirResumer):
-// session/load carries it as the cwd, which goose makes the session's
-// working directory. A session already loaded on its connection keeps the
-// directory it has.
-func (c *Client) ResumeSessionIn(ctx context.Context, id, workingDir string) (goose.Session, error) {
-	c.mu.Lock()
-	c.cwd[id] = workingDir
-	c.mu.Unlock()
-	return c.ResumeSession(ctx, id)
 }
 
 // ensureLoaded runs session/load unless the session is already active on cn
@@ -891,13 +881,14 @@ func (c *Client) route(cn *conn, method string, params json.RawMessage) {
 	if d.Custom {
 		cn.custom.Store(true)
 	}
-	c.mu.Lock()
 	if d.Accumulated != nil {
+		c.mu.Lock()
 		c.usage[d.SessionID] = *d.Accumulated
+		c.mu.Unlock()
 	}
-	r := c.replies[d.SessionID]
-	c.mu.Unlock()
-	if r == nil || r.cn != cn || !r.armed.Load() || d.Event == nil {
+	// The connection's own reply: no client-wide lock per event.
+	r := cn.reply.Load()
+	if r == nil || r.sessionID != d.SessionID || d.Event == nil {
 		return
 	}
 	if d.StableUsage && cn.custom.Load() {
@@ -914,12 +905,12 @@ func (c *Client) handlePermission(ctx context.Context, cn *conn, params json.Raw
 		return nil, acpsdk.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
 	// The tool_call goose sent before this request has reached the reply
-	// already: the transport routes notifications before the SDK sees the
-	// frames after them.
+	// already: the reader routes each notification before it reads the next
+	// frame.
 	c.mu.Lock()
 	r := c.replies[string(req.SessionId)]
 	c.mu.Unlock()
-	if r == nil || r.cn != cn || !r.armed.Load() {
+	if r == nil || r.cn != cn {
 		// Nobody can answer; an unanswered request blocks goose forever.
 		return cancelledOutcome(), nil
 	}
@@ -1142,8 +1133,8 @@ func (c *Client) startReply(ctx context.Context, sessionID string) (*reply, erro
 			cn.idle.Stop()
 		}
 		c.replies[sessionID] = r
+		cn.reply.Store(r)
 		c.mu.Unlock()
-		r.armed.Store(true)
 		return r, nil
 	}
 }
@@ -1153,6 +1144,7 @@ func (c *Client) endReply(r *reply) {
 	if c.replies[r.sessionID] == r {
 		delete(c.replies, r.sessionID)
 	}
+	r.cn.reply.CompareAndSwap(r, nil)
 	if c.sessions[r.sessionID] == r.cn {
 		c.idleLocked(r.cn)
 	}
