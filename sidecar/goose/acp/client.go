@@ -269,7 +269,9 @@ func (cn *conn) handle(ctx context.Context, method string, params json.RawMessag
 func (c *Client) controlConn(ctx context.Context) (*conn, error) { return c.live(ctx, "") }
 
 // sessionConn returns the session's own connection, dialling it if needed.
-func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) { return c.live(ctx, id) }
+func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) {
+	return c.live(ctx, id)
+}
 
 // connFor is the session's own connection when one is open, otherwise the
 // control connection: a session-scoped call never opens a session connection
@@ -664,6 +666,17 @@ func (c *Client) ResumeSession(ctx context.Context, id string) (goose.Session, e
 		return goose.Session{}, err
 	}
 	return c.GetSession(ctx, id)
+}
+
+// ResumeSessionIn resumes a session in workingDir (goose.WorkingDirResumer):
+// session/load carries it as the cwd, which goose makes the session's
+// working directory. A session already loaded on its connection keeps the
+// directory it has.
+func (c *Client) ResumeSessionIn(ctx context.Context, id, workingDir string) (goose.Session, error) {
+	c.mu.Lock()
+	c.cwd[id] = workingDir
+	c.mu.Unlock()
+	return c.ResumeSession(ctx, id)
 }
 
 // ensureLoaded runs session/load unless the session is already active on cn
