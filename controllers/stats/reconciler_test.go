@@ -22,11 +22,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers"
+	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
 	"github.com/adk2goose/goose-operator/internal/testenv"
@@ -52,6 +55,8 @@ type sidecar struct {
 	mu      sync.Mutex
 	url     string
 	stop    func()
+	// configure, when set, adjusts the server's config at every start.
+	configure func(*server.Config)
 }
 
 func startSidecar(t *testing.T, fake *goosetest.Serve) *sidecar {
@@ -67,7 +72,11 @@ func startSidecar(t *testing.T, fake *goosetest.Serve) *sidecar {
 }
 
 func (s *sidecar) start() {
-	sc := servertest.Start(s.t, server.Config{Backend: s.backend, AppName: "goose", DataDir: s.dataDir, AuthToken: token})
+	cfg := server.Config{Backend: s.backend, AppName: "goose", DataDir: s.dataDir, AuthToken: token}
+	if s.configure != nil {
+		s.configure(&cfg)
+	}
+	sc := servertest.Start(s.t, cfg)
 	s.mu.Lock()
 	s.url, s.stop = sc.URL, sc.Stop
 	s.mu.Unlock()
@@ -197,10 +206,11 @@ func newFixture(t *testing.T, replicas int) *fixture {
 		t.Fatal(err)
 	}
 	f.rec = &stats.Reconciler{
-		Client:    counted,
-		Collector: stats.New(stats.Options{Timeout: time.Second}),
-		Interval:  time.Minute,
-		Metrics:   m,
+		Client:     counted,
+		References: startReferences(t, counting),
+		Collector:  stats.New(stats.Options{Timeout: time.Second}),
+		Interval:   time.Minute,
+		Metrics:    m,
 		PodURL: func(p *corev1.Pod, _ int32) string {
 			if s, ok := f.sidecars[p.Name]; ok {
 				return s.statsURL()
@@ -211,13 +221,52 @@ func newFixture(t *testing.T, replicas int) *fixture {
 	return f
 }
 
+// startReferences runs a reference tracker, as the manager would, until the
+// test ends.
+func startReferences(t *testing.T, direct client.Reader) *references.Tracker {
+	t.Helper()
+	env := sharedEnv(t)
+	refs, err := references.New(env.Config, env.Scheme, direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- refs.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("reference tracker: %v", err)
+		}
+	})
+	if !refs.WaitForCacheSync(ctx) {
+		t.Fatal("reference tracker did not sync")
+	}
+	return refs
+}
+
 func (f *fixture) createReadyPod(name string) {
-	ctx := context.Background()
+	f.createPod(name)
+	f.setReady(name)
+}
+
+// createPod creates a pod as the StatefulSet does: scheduled nowhere yet,
+// not ready.
+func (f *fixture) createPod(name string) {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.agent.Namespace, Name: name, Labels: render.SelectorLabels(f.agent)},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "goose", Image: "goose"}}},
 	}
-	if err := sharedEnv(f.t).Client.Create(ctx, p); err != nil {
+	if err := sharedEnv(f.t).Client.Create(context.Background(), p); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// setReady plays the kubelet: the pod runs, has an IP and is ready.
+func (f *fixture) setReady(name string) {
+	ctx := context.Background()
+	p := &corev1.Pod{}
+	if err := sharedEnv(f.t).Client.Get(ctx, client.ObjectKey{Namespace: f.agent.Namespace, Name: name}, p); err != nil {
 		f.t.Fatal(err)
 	}
 	p.Status = corev1.PodStatus{
@@ -357,8 +406,17 @@ func TestMissingTokenKeepsFiguresAndSaysWhy(t *testing.T) {
 		Namespace: f.agent.Namespace, Name: render.SecretName(f.agent)}}); err != nil {
 		t.Fatal(err)
 	}
-	f.reconcile()
-	st := f.status()
+	// The token is remembered until the watch reports the deletion: poll
+	// until it has (bounded), then check that the figures were kept.
+	var st agentsv1alpha1.GooseAgentStatus
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		f.reconcile()
+		st = f.status()
+		if c := condition(st); c != nil && c.Reason == agentsv1alpha1.ReasonStatsStale || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if st.Sessions != known.Sessions || st.Tokens != known.Tokens {
 		t.Fatalf("figures changed without a token: %+v %+v", st.Sessions, st.Tokens)
 	}
@@ -367,13 +425,56 @@ func TestMissingTokenKeepsFiguresAndSaysWhy(t *testing.T) {
 	}
 }
 
+// TestFirstRoundsSayWhatIsHappening: a new agent, before its Secret and
+// pods exist and while its pod starts, reads "not collected yet" with why,
+// never an error about the Secret it does not need yet.
+func TestFirstRoundsSayWhatIsHappening(t *testing.T) {
+	f := newFixture(t, 0)
+	secret := &corev1.Secret{}
+	env := sharedEnv(t)
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.agent.Namespace, Name: render.SecretName(f.agent)}, secret); err != nil {
+		t.Fatal(err)
+	}
+	// The main reconciler has not created the Secret yet.
+	if err := env.Client.Delete(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	expect := func(when string, status metav1.ConditionStatus, reason, message string) {
+		t.Helper()
+		f.reconcile()
+		c := condition(f.status())
+		if c == nil || c.Status != status || c.Reason != reason || c.Message != message {
+			t.Fatalf("%s: StatsAvailable = %+v, want %s/%s %q", when, c, status, reason, message)
+		}
+	}
+	expect("no pods", metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected, "not collected yet: the agent has no pods yet")
+
+	fake := goosetest.NewServe(t, goosetest.WithServeScript(goosetest.Echo))
+	f.sidecars["talker-0"] = startSidecar(t, fake)
+	f.createPod("talker-0")
+	expect("pod starting", metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected,
+		"not collected yet: waiting for a pod to become ready (0/1 ready)")
+
+	secret.ResourceVersion = ""
+	if err := env.Client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	f.setReady("talker-0")
+	expect("pod ready", metav1.ConditionTrue, agentsv1alpha1.ReasonStatsCollected, "collected from 1 pod(s)")
+}
+
 // TestManagerPollsOnInterval runs the reconciler in a real manager: figures
 // reach status within one interval of a conversation, with no other trigger.
 func TestManagerPollsOnInterval(t *testing.T) {
 	f := newFixture(t, 1)
 	env := sharedEnv(t)
-	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	skip := true // the controller name is registered once per process; -count=N runs it N times
+	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: controllers.CacheOptions(), Controller: config.Controller{SkipNameValidation: &skip}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if f.rec.References, err = references.ForManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	const interval = 300 * time.Millisecond
@@ -460,4 +561,10 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, direction string)
 	}
 	t.Fatalf("metric %s{direction=%q} not found", name, direction)
 	return 0
+}
+
+func (s *sidecar) baseURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
 }

@@ -31,8 +31,11 @@ type Config struct {
 	// would cut long replies. Default: a client with its own transport.
 	HTTPClient *http.Client
 	// MaxEventBytes bounds one SSE line and one event; 0 selects
-	// the SSE reader's default (16 MiB).
+	// the SSE reader's default (16 MiB). A larger one ends its reply only.
 	MaxEventBytes int
+	// MaxMessageBytes caps a user message, JSON-encoded; default
+	// goose.DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// Retry tunes retries; zero fields take the defaults of issue 3 §4.
 	Retry RetryPolicy
 }
@@ -88,6 +91,7 @@ type Client struct {
 	hc       *http.Client
 	ownHC    bool
 	maxEvent int
+	maxMsg   int
 	retry    RetryPolicy
 
 	mu      sync.Mutex
@@ -117,14 +121,22 @@ func New(cfg Config) (*Client, error) {
 		key:      cfg.SecretKey,
 		hc:       cfg.HTTPClient,
 		maxEvent: cfg.MaxEventBytes,
+		maxMsg:   cfg.MaxMessageBytes,
 		retry:    cfg.Retry.withDefaults(),
 		streams:  make(map[string]map[*stream]struct{}),
 	}
 	if c.hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		// Every concurrent reply holds one HTTP/1.1 connection to goosed;
-		// keep enough idle ones that bursts do not redial.
-		tr.MaxIdleConnsPerHost = 128
+		// Every concurrent reply holds one HTTP/1.1 connection to goosed.
+		// A pool smaller than the concurrency makes net/http close
+		// connections as replies end, and under a burst a POST could be
+		// given one being closed: "transport connection broken: http:
+		// putIdleConn: too many idle connections" (seen 31 times in 2,000
+		// streams with 128; golang/go#42650 is the pool's behaviour). Idle
+		// loopback connections are cheap and IdleConnTimeout (90 s) closes
+		// them after the burst.
+		tr.MaxIdleConns = 0 // no limit over all hosts: there is one
+		tr.MaxIdleConnsPerHost = 1 << 16
 		c.hc, c.ownHC = &http.Client{Transport: tr}, true
 	}
 	return c, nil
