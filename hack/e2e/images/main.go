@@ -59,12 +59,11 @@ type entry struct {
 
 // image is what one archive holds.
 type image struct {
-	name, ref   string
-	entries     []entry
-	user, wdir  string
-	entrypoint  []string
-	cmd, env    []string
-	description string
+	name, ref  string
+	entries    []entry
+	user, wdir string
+	entrypoint []string
+	cmd, env   []string
 }
 
 func main() {
@@ -161,7 +160,7 @@ func parseDockerfile(file string) ([]instructions.Stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	res, err := parser.Parse(f)
 	if err != nil {
 		return nil, fmt.Errorf("failed to parse %s: %w", file, err)
@@ -331,7 +330,7 @@ func write(img image, file string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		return err
@@ -349,14 +348,14 @@ func tarDir(dir, file string) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
+	defer func() { _ = os.Remove(f.Name()) }() // gone already after the rename
 	tw := tar.NewWriter(f)
 	if err := tw.AddFS(os.DirFS(dir)); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := tw.Close(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
