@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/adk2goose/goose-operator/internal/webui"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/server"
@@ -146,14 +149,33 @@ POST /run_sse (parent ` + second + `)
 		}
 	}
 
-	// The web UI's trace view: adkrest's debug store, fed by the same provider.
-	code, body := sc.do(http.MethodGet, "/debug/trace/session/traced", nil)
-	if code != http.StatusOK {
-		t.Fatalf("debug trace: %d %s", code, body)
+	// The web UI's trace view, as `goosectl ui` serves it: adk-go's UI asks
+	// its backendUrl (the goosectl proxy, which adds the token) for the
+	// session's spans from adkrest's debug store, fed by the same provider.
+	backend, _ := url.Parse(sc.URL)
+	ui, err := webui.NewHandler(webui.Config{Origin: "http://127.0.0.1:8000", Backend: backend, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, name := range []string{gooseagent.SpanPrompt, gooseagent.SpanToolCall, gooseagent.SpanApprovalWait, "invoke_agent goose"} {
-		if !strings.Contains(string(body), `"`+name+`"`) {
-			t.Errorf("the session's trace view lacks %s: %s", name, body)
+	rec := httptest.NewRecorder()
+	ui.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "http://127.0.0.1:8000"+webui.APIPrefix+"/dev/apps/goose/debug/trace/session/traced", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("trace view: %d %s", rec.Code, rec.Body)
+	}
+	var view []struct {
+		Name    string `json:"name"`
+		TraceID string `json:"trace_id"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &view); err != nil {
+		t.Fatalf("trace view: %v: %s", err, rec.Body)
+	}
+	names := map[string]bool{}
+	for _, s := range view {
+		names[s.Name] = true
+	}
+	for _, name := range []string{"POST /run_sse", "invoke_agent goose", gooseagent.SpanSession, gooseagent.SpanPrompt, gooseagent.SpanToolCall, gooseagent.SpanApprovalWait} {
+		if !names[name] {
+			t.Errorf("the session's trace view lacks %s: %s", name, rec.Body)
 		}
 	}
 }
