@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
@@ -46,8 +47,11 @@ type GooseAgentReconciler struct {
 	// cache has not seen the generated Secret yet, so a key is never
 	// generated twice.
 	APIReader client.Reader
-	Recorder  events.EventRecorder
-	Defaults  render.Defaults
+	// References reads the Secrets and ConfigMaps agents reference (values
+	// from the apiserver, changes from metadata-only watches).
+	References *references.Tracker
+	Recorder   events.EventRecorder
+	Defaults   render.Defaults
 	// GenerateToken returns a new random secret for a purpose (a key of the
 	// generated Secret). Nil uses 32 random bytes, hex-encoded.
 	GenerateToken func(purpose string) (string, error)
@@ -87,6 +91,16 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		}
 	}
 	opts := controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}
+	// Referenced Secrets and ConfigMaps are watched by metadata only; their
+	// values are read when an agent is rendered (package references).
+	secrets, err := r.References.Source(render.KindSecret, r.agentsReferencing(IndexSecretRefs))
+	if err != nil {
+		return err
+	}
+	configMaps, err := r.References.Source(render.KindConfigMap, r.agentsReferencing(IndexConfigMapRefs))
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Status-only updates (ours, the stats collector's) must not loop back.
 		For(&agentsv1alpha1.GooseAgent{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -95,16 +109,16 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Secret{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.agentsReferencing(IndexSecretRefs))).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.agentsReferencing(IndexConfigMapRefs))).
+		WatchesRawSource(secrets).
+		WatchesRawSource(configMaps).
 		WithOptions(opts).
 		Named("gooseagent").
 		Complete(r)
 }
 
 // agentsReferencing maps a Secret or ConfigMap to the agents that read it.
-func (r *GooseAgentReconciler) agentsReferencing(index string) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *GooseAgentReconciler) agentsReferencing(index string) handler.TypedMapFunc[*metav1.PartialObjectMetadata, reconcile.Request] {
+	return func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
 		var list agentsv1alpha1.GooseAgentList
 		if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
 			log.FromContext(ctx).Error(err, "failed to list GooseAgents referencing object", "index", index, "name", o.GetName())
@@ -211,39 +225,7 @@ func (r *GooseAgentReconciler) desired(ctx context.Context, a *agentsv1alpha1.Go
 
 func (r *GooseAgentReconciler) lookup(ctx context.Context, ns string) render.Lookup {
 	return func(kind render.RefKind, name string) (map[string]string, bool, error) {
-		key := client.ObjectKey{Namespace: ns, Name: name}
-		switch kind {
-		case render.KindSecret:
-			s := &corev1.Secret{}
-			if err := r.Client.Get(ctx, key, s); err != nil {
-				if apierrors.IsNotFound(err) {
-					return nil, false, nil
-				}
-				return nil, false, err
-			}
-			out := make(map[string]string, len(s.Data))
-			for k, v := range s.Data {
-				out[k] = string(v)
-			}
-			return out, true, nil
-		case render.KindConfigMap:
-			cm := &corev1.ConfigMap{}
-			if err := r.Client.Get(ctx, key, cm); err != nil {
-				if apierrors.IsNotFound(err) {
-					return nil, false, nil
-				}
-				return nil, false, err
-			}
-			out := make(map[string]string, len(cm.Data)+len(cm.BinaryData))
-			for k, v := range cm.Data {
-				out[k] = v
-			}
-			for k, v := range cm.BinaryData {
-				out[k] = string(v)
-			}
-			return out, true, nil
-		}
-		return nil, false, fmt.Errorf("unknown reference kind %q", kind)
+		return r.References.Read(ctx, kind, ns, name)
 	}
 }
 

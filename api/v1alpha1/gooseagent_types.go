@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -434,8 +436,26 @@ type StorageSpec struct {
 	StorageClassName *string `json:"storageClassName,omitempty"`
 }
 
+// WorkspaceScope says which sessions share a working directory.
+// +kubebuilder:validation:Enum=agent;user;session
+type WorkspaceScope string
+
+const (
+	// WorkspaceScopeAgent: every session works in the workspace root.
+	WorkspaceScopeAgent WorkspaceScope = "agent"
+	// WorkspaceScopeUser: the sessions of one ADK user id share a directory.
+	WorkspaceScopeUser WorkspaceScope = "user"
+	// WorkspaceScopeSession: every ADK session has a directory of its own.
+	WorkspaceScopeSession WorkspaceScope = "session"
+)
+
+// DefaultWorkspaceRetention is spec.workspace.retention's default (its
+// +kubebuilder:default marker says the same; validation_test checks both).
+const DefaultWorkspaceRetention = 30 * 24 * time.Hour
+
 // WorkspaceSpec is goose's working directory volume.
 // +kubebuilder:validation:XValidation:rule="!(has(self.emptyDir) && has(self.persistentVolumeClaim))",message="spec.workspace.emptyDir and spec.workspace.persistentVolumeClaim are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="!(has(self.seed) && has(self.scope) && self.scope == 'agent')",message="spec.workspace.seed needs scope user or session: it fills the directories the sidecar creates",fieldPath=".seed"
 type WorkspaceSpec struct {
 	// MountPath is where the workspace is mounted in the goose container and
 	// the working directory of new sessions.
@@ -454,6 +474,39 @@ type WorkspaceSpec struct {
 	// volume shared by all replicas.
 	// +optional
 	PersistentVolumeClaim *corev1.PersistentVolumeClaimVolumeSource `json:"persistentVolumeClaim,omitempty"`
+
+	// Scope decides which sessions share a working directory: session (the
+	// default) gives every ADK session a new directory of its own under
+	// <mountPath>/sessions; user gives each ADK user id one under
+	// <mountPath>/users; agent has every session work in mountPath itself.
+	// This separates work, not tenants: goose runs all sessions as one user
+	// in one process. A change applies to new sessions.
+	// +kubebuilder:default=session
+	// +optional
+	Scope WorkspaceScope `json:"scope,omitempty"`
+
+	// Retention removes user and session directories nobody has used for
+	// this long; a session's directory goes at once when the session is
+	// deleted. "0s" keeps them.
+	// +kubebuilder:default="720h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('1h')",message="spec.workspace.retention must be 0s (keep) or at least 1h"
+	// +optional
+	Retention *metav1.Duration `json:"retention,omitempty"`
+
+	// Seed fills every new user or session directory with files.
+	// +optional
+	Seed *WorkspaceSeed `json:"seed,omitempty"`
+}
+
+// WorkspaceSeed is where the files of a new workspace directory come from.
+type WorkspaceSeed struct {
+	// ConfigMapName names a ConfigMap in the GooseAgent's namespace; each
+	// key becomes a file of that name (binaryData too). Later changes reach
+	// directories created after them.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ConfigMapName string `json:"configMapName"`
 }
 
 // SidecarSpec configures the injected adk2goose sidecar.

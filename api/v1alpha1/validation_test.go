@@ -93,6 +93,8 @@ func TestDefaults(t *testing.T) {
 		{"spec.storage.size", s.Storage.Size.String(), "1Gi"},
 		{"spec.sidecar.port", s.Sidecar.Port, int32(8080)},
 		{"spec.workspace.mountPath", s.Workspace.MountPath, "/workspace"},
+		{"spec.workspace.scope (a shared agent keeps sessions apart)", s.Workspace.Scope, agentsv1alpha1.WorkspaceScopeSession},
+		{"spec.workspace.retention", s.Workspace.Retention != nil && s.Workspace.Retention.Duration == agentsv1alpha1.DefaultWorkspaceRetention, true},
 		{"spec.replicas (left unset for an HPA)", s.Replicas == nil, true},
 	}
 	for _, c := range checks {
@@ -178,6 +180,18 @@ func TestInvalidAgentsAreRejected(t *testing.T) {
 			[]string{"spec.workspace.mountPath"}},
 		{"workspace relative path", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Workspace.MountPath = "work" },
 			[]string{"spec.workspace.mountPath"}},
+		{"unknown workspace scope", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Workspace.Scope = "tenant" },
+			[]string{"spec.workspace.scope", "Unsupported value"}},
+		{"workspace retention too short", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Workspace.Retention = &metav1.Duration{Duration: time.Minute}
+		}, []string{"spec.workspace.retention", "0s (keep) or at least 1h"}},
+		{"workspace seed with agent scope", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Workspace.Scope = agentsv1alpha1.WorkspaceScopeAgent
+			g.Spec.Workspace.Seed = &agentsv1alpha1.WorkspaceSeed{ConfigMapName: "starter"}
+		}, []string{"spec.workspace.seed", "needs scope user or session"}},
+		{"workspace seed bad name", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Workspace.Seed = &agentsv1alpha1.WorkspaceSeed{ConfigMapName: "../etc"}
+		}, []string{"spec.workspace.seed.configMapName"}},
 		{"secret ref without key", func(g *agentsv1alpha1.GooseAgent) {
 			g.Spec.Provider.APIKeySecretRef = &agentsv1alpha1.SecretKeyRef{Name: "openai"}
 		}, []string{"spec.provider.apiKeySecretRef.key"}},

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/adk2goose/goose-operator/internal/secretfile"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
@@ -20,6 +22,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
 	"github.com/adk2goose/goose-operator/sidecar/server"
+	"github.com/adk2goose/goose-operator/sidecar/workspace"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -35,7 +38,11 @@ type options struct {
 	budgetSyncInterval                                   time.Duration
 	insecureNoAuth                                       bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
-	confirmationTimeout                                  time.Duration
+	confirmationTimeout, gooseIdleTimeout                time.Duration
+	bodyReadTimeout, turnWait                            time.Duration
+	maxMessageBody, maxOtherBody                         int64
+	workspaceScope, workspaceSeedDir                     string
+	workspaceRetention                                   time.Duration
 
 	gooseSecretEnv string // GOOSE_SERVER__SECRET_KEY, env only: never a flag (it would show in ps)
 }
@@ -46,6 +53,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs := flag.NewFlagSet("adk2goose", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var errs []error
+	var parsed []func() error // sizes: flag or env, checked after Parse
 	str := func(p *string, name, env, def, usage string) {
 		if v := getenv(env); v != "" {
 			def = v
@@ -73,6 +81,24 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		}
 		fs.BoolVar(p, name, def, usage+" (env "+env+")")
 	}
+	size := func(p *int64, name, env string, def int64, usage string) {
+		s := humanize.IBytes(uint64(def))
+		if v := getenv(env); v != "" {
+			s = v
+		}
+		fs.Func(name, fmt.Sprintf("%s (default %s; env %s)", usage, humanize.IBytes(uint64(def)), env), func(v string) error {
+			s = v
+			return nil
+		})
+		parsed = append(parsed, func() error {
+			n, err := humanize.ParseBytes(s)
+			if err != nil || n == 0 || n > 1<<40 {
+				return fmt.Errorf("failed to parse %s %q: want a size such as 5MiB", name, s)
+			}
+			*p = int64(n)
+			return nil
+		})
+	}
 	str(&o.listen, "listen", "ADK2GOOSE_LISTEN", ":8080", "address to serve on")
 	str(&o.publicBaseURL, "public-base-url", "ADK2GOOSE_PUBLIC_BASE_URL", "", "URL clients reach this server at, used in the A2A agent card (default http://<listen host, or localhost>:<listen port>)")
 	str(&o.appName, "app-name", "ADK2GOOSE_APP_NAME", "goose", "ADK app and agent name")
@@ -81,7 +107,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.gooseURL, "goose-url", "GOOSE_URL", "http://127.0.0.1:3284", "goose server base URL (loopback)")
 	str(&o.gooseFlavor, "goose-flavor", "GOOSE_FLAVOR", string(goose.FlavorServe), "goose protocol: serve (ACP) or goosed (REST)")
 	str(&o.gooseSecretFile, "goose-secret-file", "GOOSE_SECRET_FILE", "", "file holding goose's X-Secret-Key (else env GOOSE_SERVER__SECRET_KEY)")
-	str(&o.gooseWorkDir, "goose-working-dir", "GOOSE_WORKING_DIR", "/tmp", "working directory of new goose sessions, as seen by goose")
+	str(&o.gooseWorkDir, "goose-working-dir", "GOOSE_WORKING_DIR", "/tmp", "the workspace: goose sessions work in it or in a directory below it (see -workspace-scope); the same path in the sidecar and goose")
+	str(&o.workspaceScope, "workspace-scope", "ADK2GOOSE_WORKSPACE_SCOPE", string(workspace.ScopeSession), "which sessions share a working directory: session (each its own, under <workspace>/sessions), user (one per ADK user id, under <workspace>/users) or agent (all in the workspace itself)")
+	dur(&o.workspaceRetention, "workspace-retention", "ADK2GOOSE_WORKSPACE_RETENTION", 0, "remove user and session directories unused for this long (0: keep until the session is deleted)")
+	str(&o.workspaceSeedDir, "workspace-seed-dir", "ADK2GOOSE_WORKSPACE_SEED_DIR", "", "directory whose files are copied into every new user or session directory (a mounted ConfigMap)")
 	str(&o.gooseMode, "goose-mode", "GOOSE_MODE", "auto", "tool approval mode of new goose sessions: auto, approve, smart_approve or chat; in approve modes goose's permission requests reach ADK clients as adk_request_confirmation calls")
 	str(&o.authTokenFile, "auth-token-file", "ADK2GOOSE_AUTH_TOKEN_FILE", "", "file holding the inbound token clients must present")
 	boolean(&o.insecureNoAuth, "insecure-no-auth", "ADK2GOOSE_INSECURE_NO_AUTH", "serve without inbound auth (development only)")
@@ -89,7 +118,12 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.activeWindow, "active-window", "ADK2GOOSE_ACTIVE_WINDOW", 10*time.Minute, "a session used within this window counts as active in /stats")
 	dur(&o.sseWriteTimeout, "sse-write-timeout", "ADK2GOOSE_SSE_WRITE_TIMEOUT", 10*time.Minute, "longest /run_sse response")
 	dur(&o.confirmationTimeout, "confirmation-timeout", "ADK2GOOSE_CONFIRMATION_TIMEOUT", 10*time.Minute, "how long a goose tool approval waits for the ADK client's answer before it is denied")
+	dur(&o.gooseIdleTimeout, "goose-idle-timeout", "ADK2GOOSE_GOOSE_IDLE_TIMEOUT", 10*time.Minute, "goose serve: close a session's own goose connection after it ran no reply for this long (goose then stops the session's extensions; the next turn reconnects)")
 	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, how long open streams may finish before they are ended")
+	size(&o.maxMessageBody, "max-message-body", "ADK2GOOSE_MAX_MESSAGE_BODY", server.DefaultMaxMessageBytes, "largest body of /run, /run_sse and A2A requests (a user message); larger ones get 413")
+	size(&o.maxOtherBody, "max-other-body", "ADK2GOOSE_MAX_OTHER_BODY", server.DefaultMaxOtherBytes, "largest body of every other route (session create, PATCH); larger ones get 413")
+	dur(&o.bodyReadTimeout, "body-read-timeout", "ADK2GOOSE_BODY_READ_TIMEOUT", server.DefaultBodyReadTimeout, "longest time a request body may take to arrive; slower ones get 408")
+	dur(&o.turnWait, "turn-wait", "ADK2GOOSE_TURN_WAIT", server.DefaultTurnWait, "how long a request waits for a session busy with another turn before it gets 409")
 	str(&o.peersHost, "peers-host", "ADK2GOOSE_PEERS_HOST", "", "DNS name whose addresses are this agent's sidecars (its headless Service); requests for a session another pod owns are forwarded there. Empty: one replica, no forwarding")
 	str(&o.podIP, "pod-ip", "POD_IP", "", "this pod's IP, so peer lookups skip it")
 	str(&o.podName, "pod-name", "POD_NAME", "", "this replica's name in the token ledger (default the hostname, a StatefulSet pod's stable name)")
@@ -99,6 +133,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.logFormat, "log-format", "ADK2GOOSE_LOG_FORMAT", "json", "json or text")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	for _, p := range parsed {
+		if err := p(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -114,11 +153,23 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	default:
 		return nil, fmt.Errorf("unknown goose mode %q: want auto, approve, smart_approve or chat", o.gooseMode)
 	}
+	if o.turnWait <= 0 {
+		return nil, fmt.Errorf("turn wait must be positive, got %s", o.turnWait)
+	}
+	if o.bodyReadTimeout <= 0 {
+		return nil, fmt.Errorf("body read timeout must be positive, got %s", o.bodyReadTimeout)
+	}
 	if o.budgetSyncInterval <= 0 {
 		return nil, fmt.Errorf("budget sync interval must be positive, got %s", o.budgetSyncInterval)
 	}
 	if o.confirmationTimeout <= 0 {
 		return nil, fmt.Errorf("confirmation timeout must be positive, got %s", o.confirmationTimeout)
+	}
+	if _, err := workspace.ParseScope(o.workspaceScope); err != nil {
+		return nil, err
+	}
+	if o.workspaceRetention < 0 {
+		return nil, fmt.Errorf("workspace retention must not be negative, got %s", o.workspaceRetention)
 	}
 	if o.gooseFlavor != string(goose.FlavorServe) && o.gooseFlavor != string(goose.FlavorGoosed) {
 		return nil, fmt.Errorf("unknown goose flavor %q: want serve or goosed", o.gooseFlavor)
@@ -176,12 +227,22 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	case goose.FlavorGoosed:
 		backend, err = rest.New(rest.Config{URL: o.gooseURL, SecretKey: secret})
 	default:
-		backend, err = acp.New(acp.Config{URL: o.gooseURL, SecretKey: secret, ClientName: "adk2goose", ClientVersion: version, Logger: log})
+		backend, err = acp.New(acp.Config{URL: o.gooseURL, SecretKey: secret, ClientName: "adk2goose", ClientVersion: version, Logger: log,
+			IdleTimeout: o.gooseIdleTimeout})
 	}
 	if err != nil {
 		return fmt.Errorf("failed to create goose client: %w", err)
 	}
 	defer func() { _ = backend.Close() }() // sessions persist in goose; a failed close loses nothing
+
+	workspaces, err := workspace.New(workspace.Config{
+		Root: o.gooseWorkDir, Scope: workspace.Scope(o.workspaceScope),
+		Retention: o.workspaceRetention, SeedDir: o.workspaceSeedDir, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = workspaces.Close() }() // directories stay; closing only releases the handle
 
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
@@ -229,8 +290,13 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		ActiveWindow:        o.activeWindow,
 		SSEWriteTimeout:     o.sseWriteTimeout,
 		ConfirmationTimeout: o.confirmationTimeout,
+		MaxMessageBytes:     o.maxMessageBody,
+		MaxOtherBodyBytes:   o.maxOtherBody,
+		BodyReadTimeout:     o.bodyReadTimeout,
+		TurnWait:            o.turnWait,
 		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir, Mode: o.gooseMode},
 		Peers:               peers,
+		Workspaces:          workspaces,
 		PodName:             o.podName,
 		Budget:              budget.Config{File: o.budgetFile, SyncInterval: o.budgetSyncInterval},
 		TracerProvider:      tp,
@@ -247,7 +313,9 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	}()
 	log.Info("starting adk2goose", "version", version, "goose_url", o.gooseURL, "goose_flavor", o.gooseFlavor,
 		"data_dir", o.dataDir, "public_base_url", o.publicBaseURL, "app", o.appName,
-		"goose_secret_set", secret != "", "cors_origins", origins, "peers_host", o.peersHost, "budget_file", o.budgetFile)
+		"goose_secret_set", secret != "", "cors_origins", origins, "peers_host", o.peersHost,
+		"workspace", o.gooseWorkDir, "workspace_scope", o.workspaceScope, "workspace_retention", o.workspaceRetention.String(),
+		"budget_file", o.budgetFile)
 	if onListen != nil {
 		onListen(ln.Addr())
 	}

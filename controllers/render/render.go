@@ -59,6 +59,8 @@ const (
 	BudgetDir       = "/etc/adk2goose/budget"
 	GooseSecretDir  = "/var/run/adk2goose/goose"
 	AuthTokenDir    = "/var/run/adk2goose/auth"
+	// WorkspaceSeedDir is where the sidecar sees spec.workspace.seed's ConfigMap.
+	WorkspaceSeedDir = "/etc/adk2goose/workspace-seed"
 
 	// Keys of the generated Secret <agent>-adk2goose.
 	KeyGooseSecret  = "goose-secret-key"
@@ -210,6 +212,25 @@ func workspacePath(a *agentsv1alpha1.GooseAgent) string {
 		return a.Spec.Workspace.MountPath
 	}
 	return "/workspace"
+}
+
+// workspaceArgs tell the sidecar how to lay out the workspace (package
+// sidecar/workspace), with the API's defaults for unset fields.
+func workspaceArgs(a *agentsv1alpha1.GooseAgent) []string {
+	w := &a.Spec.Workspace
+	scope := w.Scope
+	if scope == "" {
+		scope = agentsv1alpha1.WorkspaceScopeSession
+	}
+	retention := agentsv1alpha1.DefaultWorkspaceRetention
+	if w.Retention != nil {
+		retention = w.Retention.Duration
+	}
+	args := []string{"--workspace-scope=" + string(scope), "--workspace-retention=" + retention.String()}
+	if w.Seed != nil {
+		args = append(args, "--workspace-seed-dir="+WorkspaceSeedDir)
+	}
+	return args
 }
 
 // providerKeyEnv maps a provider id to the variable goose reads its API key
@@ -716,6 +737,9 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		// their DNS search path, so no cluster domain.
 		"--peers-host=" + HeadlessServiceName(a) + "." + a.Namespace + ".svc",
 	}
+	// The sidecar creates each session's directory before goose is asked to
+	// work in it, so it mounts the workspace at the same path as goose.
+	sidecarArgs = append(sidecarArgs, workspaceArgs(a)...)
 	if spec.Description != "" {
 		sidecarArgs = append(sidecarArgs, "--description="+spec.Description)
 	}
@@ -727,6 +751,7 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		mount("tmp", "/tmp", false),
 		mount("goose-secret", GooseSecretDir, true),
 		mount("auth-token", AuthTokenDir, true),
+		mount("workspace", ws, false),
 	}
 	if spec.Budget != nil {
 		// A directory mount, not subPath: only those see ConfigMap updates.
@@ -756,6 +781,11 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		WithReadinessProbe(probe("/readyz", 5, 3)).
 		WithSecurityContext(restrictedContainer()).
 		WithVolumeMounts(sidecarMounts...)
+	if seed := spec.Workspace.Seed; seed != nil {
+		volumes = append(volumes, corev1ac.Volume().WithName("workspace-seed").WithConfigMap(
+			corev1ac.ConfigMapVolumeSource().WithName(seed.ConfigMapName).WithDefaultMode(modeConfig)))
+		sidecar.WithVolumeMounts(mount("workspace-seed", WorkspaceSeedDir, true))
+	}
 	if p := spec.Sidecar.ImagePullPolicy; p != "" {
 		sidecar.WithImagePullPolicy(p)
 	}

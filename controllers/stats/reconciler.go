@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
@@ -41,8 +41,10 @@ const maxStaleMessage = 1024
 // Reconciler keeps every GooseAgent's session and token figures current by
 // polling its pods' sidecars every Interval.
 type Reconciler struct {
-	Client    client.Client
-	Collector *Collector
+	Client client.Client
+	// References reads the sidecar token, remembered until its Secret changes.
+	References *references.Tracker
+	Collector  *Collector
 	// Interval between polls of one agent. Default DefaultInterval.
 	Interval time.Duration
 	// PodURL builds a ready pod's /stats URL. Default: http://<podIP>:<port>/stats.
@@ -93,20 +95,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	next := reconcile.Result{RequeueAfter: r.Interval}
 
-	token, tokenErr := r.token(ctx, &a)
 	pods, err := r.pods(ctx, &a)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	var res Result
-	if tokenErr != nil {
+	if readyPods(pods) == 0 {
+		// No pod to ask, so no token to read: a new agent's Secret may not
+		// exist yet, and that is no error.
+		res = r.Collector.Collect(ctx, req.NamespacedName, "", pods)
+	} else if token, err := r.token(ctx, &a); err != nil {
 		// Without the token no pod can be asked; keep what status holds.
-		res.Stale = []string{tokenErr.Error()}
+		res.Stale = []string{err.Error()}
 	} else {
 		res = r.Collector.Collect(ctx, req.NamespacedName, token, pods)
 	}
 
-	st := desired(&a, res, len(pods), time.Now())
+	st := desired(&a, res, pods, time.Now())
 	r.Metrics.observe(req.NamespacedName, st)
 	if !changed(&a.Status, st) {
 		return next, nil
@@ -124,11 +129,14 @@ func (r *Reconciler) token(ctx context.Context, a *agentsv1alpha1.GooseAgent) (s
 	if ref := a.Spec.Sidecar.Auth.TokenSecretRef; ref != nil {
 		name, key = ref.Name, ref.Key
 	}
-	var s corev1.Secret
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: name}, &s); err != nil {
+	v, found, err := r.References.ReadKey(ctx, render.KindSecret, a.Namespace, name, key)
+	if err != nil {
 		return "", fmt.Errorf("failed to read sidecar token from Secret %s: %w", name, err)
 	}
-	t := strings.TrimSpace(string(s.Data[key]))
+	if !found {
+		return "", fmt.Errorf("failed to read sidecar token: Secret %s or its key %q not found", name, key)
+	}
+	t := strings.TrimSpace(v)
 	if t == "" {
 		return "", fmt.Errorf("failed to read sidecar token: Secret %s has no key %q", name, key)
 	}
@@ -158,6 +166,17 @@ func (r *Reconciler) pods(ctx context.Context, a *agentsv1alpha1.GooseAgent) ([]
 	return out, nil
 }
 
+// readyPods counts the pods that can be asked.
+func readyPods(pods []Pod) int {
+	n := 0
+	for _, p := range pods {
+		if p.URL != "" {
+			n++
+		}
+	}
+	return n
+}
+
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -182,7 +201,7 @@ type figures struct {
 // from nowhere: when nothing is known (no pod ever answered since the
 // operator started) the ones already in status stay. statsUpdatedAt moves
 // only when a figure changes.
-func desired(a *agentsv1alpha1.GooseAgent, res Result, pods int, now time.Time) figures {
+func desired(a *agentsv1alpha1.GooseAgent, res Result, pods []Pod, now time.Time) figures {
 	f := figures{Sessions: a.Status.Sessions, Tokens: a.Status.Tokens, UpdatedAt: a.Status.StatsUpdatedAt}
 	if res.Known {
 		sessions := agentsv1alpha1.SessionStats{Total: res.Totals.SessionsTotal, Active: res.Totals.SessionsActive}
@@ -194,14 +213,21 @@ func desired(a *agentsv1alpha1.GooseAgent, res Result, pods int, now time.Time) 
 	}
 
 	c := metav1.Condition{Type: agentsv1alpha1.ConditionStatsAvailable, ObservedGeneration: a.Generation}
+	none := !res.Known && f.UpdatedAt == nil
 	switch {
-	case len(res.Stale) == 0 && pods > 0:
+	case len(res.Stale) == 0 && len(pods) > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, agentsv1alpha1.ReasonStatsCollected
-		c.Message = fmt.Sprintf("collected from %d pod(s)", pods)
-	case len(res.Stale) == 0:
+		c.Message = fmt.Sprintf("collected from %d pod(s)", len(pods))
+	case len(pods) == 0 && none:
+		c.Status, c.Reason = metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected
+		c.Message = "not collected yet: the agent has no pods yet"
+	case len(pods) == 0:
 		c.Status, c.Reason = metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected
 		c.Message = "the agent has no pods to collect from"
-	case !res.Known && f.UpdatedAt == nil:
+	case none && readyPods(pods) == 0:
+		c.Status, c.Reason = metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected
+		c.Message = fmt.Sprintf("not collected yet: waiting for a pod to become ready (0/%d ready)", len(pods))
+	case none:
 		c.Status, c.Reason = metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected
 		c.Message = staleMessage("no figures yet", res.Stale)
 	default:

@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers"
+	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
 	"github.com/adk2goose/goose-operator/internal/testenv"
@@ -203,10 +205,11 @@ func newFixture(t *testing.T, replicas int) *fixture {
 		t.Fatal(err)
 	}
 	f.rec = &stats.Reconciler{
-		Client:    counted,
-		Collector: stats.New(stats.Options{Timeout: time.Second}),
-		Interval:  time.Minute,
-		Metrics:   m,
+		Client:     counted,
+		References: startReferences(t, counting),
+		Collector:  stats.New(stats.Options{Timeout: time.Second}),
+		Interval:   time.Minute,
+		Metrics:    m,
 		PodURL: func(p *corev1.Pod, _ int32) string {
 			if s, ok := f.sidecars[p.Name]; ok {
 				return s.statsURL()
@@ -217,13 +220,52 @@ func newFixture(t *testing.T, replicas int) *fixture {
 	return f
 }
 
+// startReferences runs a reference tracker, as the manager would, until the
+// test ends.
+func startReferences(t *testing.T, direct client.Reader) *references.Tracker {
+	t.Helper()
+	env := sharedEnv(t)
+	refs, err := references.New(env.Config, env.Scheme, direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- refs.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("reference tracker: %v", err)
+		}
+	})
+	if !refs.WaitForCacheSync(ctx) {
+		t.Fatal("reference tracker did not sync")
+	}
+	return refs
+}
+
 func (f *fixture) createReadyPod(name string) {
-	ctx := context.Background()
+	f.createPod(name)
+	f.setReady(name)
+}
+
+// createPod creates a pod as the StatefulSet does: scheduled nowhere yet,
+// not ready.
+func (f *fixture) createPod(name string) {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.agent.Namespace, Name: name, Labels: render.SelectorLabels(f.agent)},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "goose", Image: "goose"}}},
 	}
-	if err := sharedEnv(f.t).Client.Create(ctx, p); err != nil {
+	if err := sharedEnv(f.t).Client.Create(context.Background(), p); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// setReady plays the kubelet: the pod runs, has an IP and is ready.
+func (f *fixture) setReady(name string) {
+	ctx := context.Background()
+	p := &corev1.Pod{}
+	if err := sharedEnv(f.t).Client.Get(ctx, client.ObjectKey{Namespace: f.agent.Namespace, Name: name}, p); err != nil {
 		f.t.Fatal(err)
 	}
 	p.Status = corev1.PodStatus{
@@ -363,8 +405,17 @@ func TestMissingTokenKeepsFiguresAndSaysWhy(t *testing.T) {
 		Namespace: f.agent.Namespace, Name: render.SecretName(f.agent)}}); err != nil {
 		t.Fatal(err)
 	}
-	f.reconcile()
-	st := f.status()
+	// The token is remembered until the watch reports the deletion: poll
+	// until it has (bounded), then check that the figures were kept.
+	var st agentsv1alpha1.GooseAgentStatus
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		f.reconcile()
+		st = f.status()
+		if c := condition(st); c != nil && c.Reason == agentsv1alpha1.ReasonStatsStale || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if st.Sessions != known.Sessions || st.Tokens != known.Tokens {
 		t.Fatalf("figures changed without a token: %+v %+v", st.Sessions, st.Tokens)
 	}
@@ -373,13 +424,54 @@ func TestMissingTokenKeepsFiguresAndSaysWhy(t *testing.T) {
 	}
 }
 
+// TestFirstRoundsSayWhatIsHappening: a new agent, before its Secret and
+// pods exist and while its pod starts, reads "not collected yet" with why,
+// never an error about the Secret it does not need yet.
+func TestFirstRoundsSayWhatIsHappening(t *testing.T) {
+	f := newFixture(t, 0)
+	secret := &corev1.Secret{}
+	env := sharedEnv(t)
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.agent.Namespace, Name: render.SecretName(f.agent)}, secret); err != nil {
+		t.Fatal(err)
+	}
+	// The main reconciler has not created the Secret yet.
+	if err := env.Client.Delete(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	expect := func(when string, status metav1.ConditionStatus, reason, message string) {
+		t.Helper()
+		f.reconcile()
+		c := condition(f.status())
+		if c == nil || c.Status != status || c.Reason != reason || c.Message != message {
+			t.Fatalf("%s: StatsAvailable = %+v, want %s/%s %q", when, c, status, reason, message)
+		}
+	}
+	expect("no pods", metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected, "not collected yet: the agent has no pods yet")
+
+	fake := goosetest.NewServe(t, goosetest.WithServeScript(goosetest.Echo))
+	f.sidecars["talker-0"] = startSidecar(t, fake)
+	f.createPod("talker-0")
+	expect("pod starting", metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected,
+		"not collected yet: waiting for a pod to become ready (0/1 ready)")
+
+	secret.ResourceVersion = ""
+	if err := env.Client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	f.setReady("talker-0")
+	expect("pod ready", metav1.ConditionTrue, agentsv1alpha1.ReasonStatsCollected, "collected from 1 pod(s)")
+}
+
 // TestManagerPollsOnInterval runs the reconciler in a real manager: figures
 // reach status within one interval of a conversation, with no other trigger.
 func TestManagerPollsOnInterval(t *testing.T) {
 	f := newFixture(t, 1)
 	env := sharedEnv(t)
-	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: controllers.CacheOptions()})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if f.rec.References, err = references.ForManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	const interval = 300 * time.Millisecond

@@ -10,9 +10,11 @@
 //	/peer/v1/usage               this pod's token ledger, for its peers (see package budget)
 //	everything else              adk-go's adkrest server (ADK REST API and web UI wire)
 //
-// Every route except the open ones requires the inbound token. /run and
-// /run_sse pass through a lenient normaliser first, because adkrest rejects
-// unknown and snake_case fields that real clients send.
+// Every route except the open ones requires the inbound token. Every body
+// is capped and must arrive within BodyReadTimeout (413/408 with a JSON
+// reason; see bodyLimits). /run and /run_sse pass through a lenient
+// normaliser first, because adkrest rejects unknown and snake_case fields
+// that real clients send.
 //
 // Tool approvals (goose in approve / smart_approve mode): a goose permission
 // request ends the ADK turn with an adk_request_confirmation function call
@@ -25,6 +27,15 @@
 // /run or /run_sse whose functionResponse names no pending confirmation is
 // rejected before it reaches the session: 400 for an unknown id, 409 for one
 // that already ended.
+//
+// Turns: a session runs one request at a time, in arrival order (runs,
+// A2A messages and session writes; see turnGate); one still waiting after
+// Config.TurnWait gets 409. Client mistakes get a 4xx with a JSON reason on
+// every route (guard.go).
+//
+// Sessions: DELETE of an ADK session also deletes its goose session and
+// what the agent holds for it (gooseagent.Controller.SessionService), so the
+// same id created again starts a fresh goose conversation.
 //
 // Replicas: with Config.Peers set, a request naming a session, A2A context or
 // task that another pod of the agent has is forwarded to that pod, and a
@@ -67,6 +78,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
+	"github.com/adk2goose/goose-operator/sidecar/workspace"
 )
 
 // ErrDraining is the cancellation cause of requests still running when the
@@ -103,15 +115,30 @@ type Config struct {
 	SSEWriteTimeout time.Duration
 	// StartOptions are used for new goose sessions.
 	StartOptions goose.StartOptions
-	// MaxRequestBytes bounds /run and /run_sse bodies. Default 16 MiB.
-	MaxRequestBytes int64
+	// MaxMessageBytes bounds the bodies that carry a user message: /run,
+	// /run_sse and both A2A endpoints. Default DefaultMaxMessageBytes.
+	MaxMessageBytes int64
+	// MaxOtherBodyBytes bounds every other route's body (session create,
+	// PATCH). Default DefaultMaxOtherBytes.
+	MaxOtherBodyBytes int64
+	// BodyReadTimeout bounds the time a request body takes to arrive.
+	// Default DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 	// ConfirmationTimeout is how long a goose tool approval (approve and
 	// smart_approve modes) waits for the client's answer before it is
 	// denied. Default 10m.
 	ConfirmationTimeout time.Duration
+	// TurnWait is how long a request waits for a session busy with another
+	// turn before it gets 409. Default DefaultTurnWait.
+	TurnWait time.Duration
 	// Peers lists the other sidecars of the agent (replicas > 1); nil serves
 	// every request here.
 	Peers peering.Peers
+	// Workspaces, when set, gives each ADK user or session its own goose
+	// working directory (in place of StartOptions.WorkingDir), removes a
+	// session's directory when the session is deleted, and sweeps unused
+	// ones on its retention. The caller closes it after the server.
+	Workspaces *workspace.Manager
 	// PodName names this replica in the token ledger; default the hostname
 	// (a StatefulSet pod's name, stable across restarts).
 	PodName string
@@ -151,8 +178,17 @@ func (c *Config) defaults() error {
 	if c.ConfirmationTimeout <= 0 {
 		c.ConfirmationTimeout = 10 * time.Minute
 	}
-	if c.MaxRequestBytes <= 0 {
-		c.MaxRequestBytes = 16 << 20
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MaxOtherBodyBytes <= 0 {
+		c.MaxOtherBodyBytes = DefaultMaxOtherBytes
+	}
+	if c.BodyReadTimeout <= 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if c.TurnWait <= 0 {
+		c.TurnWait = DefaultTurnWait
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -171,13 +207,17 @@ type Server struct {
 	handler  http.Handler
 	agent    agent.Agent
 	control  *gooseagent.Controller
-	sessions session.Service
-	sessDBs  []*sql.DB
-	usage    *UsageStore
-	activity *activity
-	metrics  *metrics
-	a2aExec  *drainingExecutor
-	tasks    taskstore.Store
+	sessions *sessionService
+	// adkSessions is sessions as ADK's servers see it: a delete also
+	// reaches goose and releases what the agent holds for the session.
+	adkSessions session.Service
+	sessDBs     []*sql.DB
+	usage       *UsageStore
+	activity    *activity
+	metrics     *metrics
+	a2aExec     *drainingExecutor
+	tasks       taskstore.Store
+	turns       *turnGate
 
 	// stop is cancelled (cause ErrDraining) when the drain timeout ends:
 	// request contexts and A2A executions are linked to it, so open streams
@@ -187,6 +227,8 @@ type Server struct {
 	cancelStop context.CancelCauseFunc
 	inflight   sync.WaitGroup
 	closeOnce  sync.Once
+	// sweeper is the workspace retention loop, ended by stop.
+	sweeper sync.WaitGroup
 
 	ledger *budget.Ledger
 	budget *budget.Budget
@@ -205,7 +247,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("failed to create data dir: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, turns: newTurnGate()}
 	s.stop, s.cancelStop = context.WithCancelCause(context.WithoutCancel(ctx))
 
 	ok := false
@@ -216,10 +258,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}()
 
 	var err error
-	s.sessDBs, s.sessions, err = openSessionService(ctx, filepath.Join(cfg.DataDir, SessionsDBFile))
+	var sessions *sessionService
+	s.sessDBs, sessions, err = openSessionService(ctx, filepath.Join(cfg.DataDir, SessionsDBFile))
 	if err != nil {
 		return nil, err
 	}
+	s.sessions = sessions
 	s.usage, err = OpenUsageStore(ctx, filepath.Join(cfg.DataDir, UsageDBFile))
 	if err != nil {
 		return nil, err
@@ -230,6 +274,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.activity = newActivity(s.metrics)
+	var workspaces gooseagent.Workspaces
+	if ws := cfg.Workspaces; ws != nil {
+		workspaces = ws
+		sessions.onDelete(func(ctx context.Context, req *session.DeleteRequest) {
+			if err := ws.Remove(ctx, req.UserID, req.SessionID); err != nil {
+				// The session is gone; its directory ages out with the retention.
+				s.log.WarnContext(ctx, "failed to remove the deleted session's workspace",
+					"adk_session", req.SessionID, "error", err)
+			}
+		})
+		s.sweeper.Go(func() { ws.Run(s.stop, workspace.SweepInterval(ws.Retention())) })
+	}
 	s.agent, s.control, err = gooseagent.NewWithController(gooseagent.Config{
 		Name:                cfg.AppName,
 		Description:         cfg.Description,
@@ -240,14 +296,19 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:              cfg.Logger,
 		ConfirmationTimeout: cfg.ConfirmationTimeout,
 		SessionService:      s.sessions,
+		Workspaces:          workspaces,
 		TracerProvider:      tracerProvider(cfg.TracerProvider),
 	})
 	if err != nil {
 		return nil, err
 	}
+	// Deleting an ADK session (the REST route) also deletes its goose
+	// session and releases what the agent holds for it, so the same id
+	// created again starts a fresh goose conversation.
+	s.adkSessions = s.control.SessionService(s.sessions)
 
 	rest, err := adkrest.NewServer(adkrest.ServerConfig{
-		SessionService:  s.sessions,
+		SessionService:  s.adkSessions,
 		AgentLoader:     agent.NewSingleLoader(s.agent),
 		SSEWriteTimeout: cfg.SSEWriteTimeout,
 	})
@@ -268,7 +329,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.mountA2A(mux); err != nil {
 		return nil, err
 	}
-	mux.Handle("/", lenient(s.budgetGate(rest), cfg.MaxRequestBytes, s.checkConfirmations))
+	mux.Handle("/", s.guardSessions(lenient(s.budgetGate(rest), s.serveRun)))
 	mux.Handle("GET "+peering.OwnerPath, peering.OwnerHandler(s, s.log))
 	mux.Handle("GET "+budget.UsagePath, s.budget.Handler())
 
@@ -280,16 +341,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Owner:        s,
 			Peers:        cfg.Peers,
 			Token:        cfg.AuthToken,
-			MaxBodyBytes: cfg.MaxRequestBytes,
+			MaxBodyBytes: cfg.MaxMessageBytes,
 			Forwarded:    func(outcome string) { s.metrics.peerLookups.WithLabelValues(outcome).Inc() },
 			Tracer:       tracerProvider(cfg.TracerProvider).Tracer(TracerName),
 			Logger:       s.log,
 		}).Wrap(h)
 	}
+	h = jsonErrors(h)
+	limits := bodyLimits{message: cfg.MaxMessageBytes, other: cfg.MaxOtherBodyBytes, timeout: cfg.BodyReadTimeout}
+	h = limits.buffer(h)
 	if cfg.TracerProvider != nil {
 		h = traceTurns(h, cfg.TracerProvider)
 	}
 	h = authenticate(h, cfg.AuthToken, s.log)
+	h = limits.readDeadline(h)
 	h = cors(h, cfg.CORSOrigins)
 	h = s.instrument(h)
 	h = recoverPanics(h, s.log)
@@ -307,7 +372,7 @@ func (s *Server) Agent() agent.Agent { return s.agent }
 // SessionService is the ADK session service (SQLite). It wraps adk-go's
 // database service, so database.AutoMigrate does not accept it (New has
 // migrated the database already).
-func (s *Server) SessionService() session.Service { return s.sessions }
+func (s *Server) SessionService() session.Service { return s.adkSessions }
 
 // Serve serves on ln until ctx is done, then drains: it stops accepting,
 // lets running requests and streams finish for up to drain, then ends what
@@ -386,6 +451,7 @@ func (s *Server) Close() error {
 			_ = s.a2aExec.wait(ctx)
 			cancel()
 		}
+		s.sweeper.Wait()
 		if s.usage != nil {
 			err = errors.Join(err, s.usage.Close())
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,6 +98,8 @@ type Serve struct {
 	calls       map[string]int
 	httpFail    int
 	methodFails map[string]acpRpcError
+	outQueue    int // see WithServeOutboundQueue
+	outDrops    int
 }
 
 type serveSession struct {
@@ -160,13 +163,7 @@ func (s *Serve) Close() {
 // crashed or restarted goose would. goose then aborts each connection's agent
 // and its runs; sessions stay in the store (§2.1, §2.5).
 func (s *Serve) DropConnections() {
-	s.mu.Lock()
-	conns := make([]*serveConn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range s.openConns() {
 		_ = c.ws.NetConn().Close()
 	}
 }
@@ -367,6 +364,7 @@ func (s *Serve) handleACP(w http.ResponseWriter, r *http.Request) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
+	c.startWriter()
 	c.serve()
 }
 
@@ -454,7 +452,9 @@ type serveConn struct {
 	s  *Serve
 	ws *websocket.Conn
 
-	wmu sync.Mutex
+	wmu      sync.Mutex
+	out      chan []byte // goose's outbound queue, see WithServeOutboundQueue
+	dropOnce sync.Once
 
 	mu          sync.Mutex
 	initialized bool
@@ -540,6 +540,9 @@ func (c *serveConn) write(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("goosetest: marshal: %v", err))
+	}
+	if c.enqueue(b) {
+		return
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -845,6 +848,9 @@ func (c *serveConn) newSession(m acpRpcIn) {
 		c.fail(m.ID, -32602, "Invalid params", map[string]any{"error": "cwd must be an absolute path and mcpServers is required"})
 		return
 	}
+	if !c.validCwd(m.ID, p.Cwd) {
+		return
+	}
 	c.s.mu.Lock()
 	ss := c.s.newSessionLocked(p.Cwd)
 	res := map[string]any{
@@ -858,11 +864,41 @@ func (c *serveConn) newSession(m acpRpcIn) {
 	c.setupNotifications(ss)
 }
 
+// validCwd reproduces upstream validate_absolute_cwd (crates/goose/src/acp/
+// server.rs), which session/new and session/load both run: the directory
+// must exist in goose's file system, else -32602 "invalid directory path".
+func (c *serveConn) validCwd(id json.RawMessage, cwd string) bool {
+	if fi, err := os.Stat(cwd); !strings.HasPrefix(cwd, "/") || err != nil || !fi.IsDir() {
+		c.fail(id, -32602, "Invalid params", "invalid directory path")
+		return false
+	}
+	return true
+}
+
 func (c *serveConn) loadSession(m acpRpcIn) {
-	sid := acpSessionParams(m.Params)
+	var p struct {
+		SessionID string `json:"sessionId"`
+		Cwd       string `json:"cwd"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	sid := p.SessionID
 	c.s.mu.Lock()
 	ss := c.s.sessions[sid]
+	c.s.mu.Unlock()
+	if ss == nil {
+		c.notFound(m.ID, sid)
+		return
+	}
+	// Upstream looks the session up first, then checks the cwd and makes it
+	// the session's working directory (load_session.rs,
+	// prepare_session_for_activation).
+	if !c.validCwd(m.ID, p.Cwd) {
+		return
+	}
+	c.s.mu.Lock()
+	ss = c.s.sessions[sid]
 	if ss != nil {
+		ss.cwd = p.Cwd
 		c.s.loads = append(c.s.loads, sid)
 	}
 	var history []serveHistory
