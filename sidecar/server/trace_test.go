@@ -78,7 +78,7 @@ func tree(spans tracetest.SpanStubs) string {
 		for _, a := range s.Attributes {
 			switch a.Key {
 			case "gen_ai.tool.name", "adk2goose.approval.decision", "adk2goose.awaiting_confirmation":
-				fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.Emit())
+				fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.String())
 			}
 		}
 		for _, e := range s.Events {
