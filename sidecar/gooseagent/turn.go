@@ -123,7 +123,8 @@ func (t *turn) run() {
 	defer t.recordUsage()
 	t.startPrompt()
 	defer t.endPrompt()
-	t.pump(openReply(t.ic, t.g.cfg.Backend, t.gooseID, goose.UserMessage{Text: in.text}))
+	// The prompt span's context reaches goose (ACP _meta traceparent).
+	t.pump(openReply(t.spans.promptCtx, t.g.cfg.Backend, t.gooseID, goose.UserMessage{Text: in.text}))
 }
 
 // answer applies the user's confirmation and continues the paused reply.

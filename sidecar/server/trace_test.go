@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/adk2goose/goose-operator/internal/webui"
+	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/server"
@@ -114,7 +116,13 @@ func TestTraceOfATurnWithApproval(t *testing.T) {
 			{Usage: &goosetest.UsageStep{Input: 10, Output: 5}},
 		}}
 	}
-	sc := startSidecar(t, flavours[0].start(t, script), t.TempDir(), approveMode, func(c *server.Config) { c.TracerProvider = tp })
+	fake := goosetest.NewServe(t, goosetest.WithServeScript(script))
+	b, err := acp.New(acp.Config{URL: fake.URL, SecretKey: fake.Secret, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	sc := startSidecar(t, b, t.TempDir(), approveMode, func(c *server.Config) { c.TracerProvider = tp })
 	sc.createSession("u", "traced")
 
 	const traceID = "0af7651916cd43dd8448eb211c80319c"
@@ -143,10 +151,16 @@ POST /run_sse (parent ` + second + `)
 	if got != want {
 		t.Fatalf("span tree:\n%s\nwant:\n%s", got, want)
 	}
+	// goose continues the trace from session/prompt's _meta.traceparent,
+	// whose parent is the goose.prompt span.
+	var prompt trace.SpanID
 	for _, s := range spans {
-		if s.Name == gooseagent.SpanToolCall && s.EndTime.Before(s.StartTime) {
-			t.Errorf("tool span not ended: %+v", s)
+		if s.Name == gooseagent.SpanPrompt && prompt == (trace.SpanID{}) {
+			prompt = s.SpanContext.SpanID()
 		}
+	}
+	if p := fake.Prompts(); len(p) != 1 || p[0].Traceparent != "00-"+traceID+"-"+prompt.String()+"-01" {
+		t.Fatalf("goose got prompts %+v, want one with traceparent 00-%s-%s-01", p, traceID, prompt)
 	}
 
 	// The web UI's trace view, as `goosectl ui` serves it: adk-go's UI asks

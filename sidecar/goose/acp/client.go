@@ -1184,6 +1184,7 @@ func (c *Client) runPrompt(ctx context.Context, r *reply, msg goose.UserMessage)
 	resp, err := request[acpsdk.PromptResponse](ctx, cn.rpc, methodSessionPrompt, acpsdk.PromptRequest{
 		SessionId: acpsdk.SessionId(r.sessionID),
 		Prompt:    []acpsdk.ContentBlock{acpsdk.TextBlock(msg.Text)},
+		Meta:      traceMeta(ctx),
 	})
 	if err != nil {
 		if ctx.Err() != nil {

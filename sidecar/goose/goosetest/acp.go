@@ -44,6 +44,10 @@ type ServePrompt struct {
 	SessionID string
 	Text      string
 	At        time.Time
+	// Traceparent is the W3C trace context the client put in the prompt's
+	// _meta, which goose continues its own spans from (MCP SEP-414 keys,
+	// goose crates/goose/src/otel/trace_context.rs).
+	Traceparent string
 }
 
 // ServePermission is the client's answer to one session/request_permission.
@@ -1122,6 +1126,9 @@ func (c *serveConn) prompt(m acpRpcIn) {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		} `json:"prompt"`
+		Meta struct {
+			Traceparent string `json:"traceparent"`
+		} `json:"_meta"`
 	}
 	if err := json.Unmarshal(m.Params, &p); err != nil {
 		c.fail(m.ID, -32602, "Invalid params", map[string]any{"error": err.Error()})
@@ -1136,7 +1143,7 @@ func (c *serveConn) prompt(m acpRpcIn) {
 	c.s.mu.Lock()
 	ss := c.s.sessions[p.SessionID]
 	if ss != nil {
-		c.s.prompts = append(c.s.prompts, ServePrompt{SessionID: p.SessionID, Text: text.String(), At: time.Now()})
+		c.s.prompts = append(c.s.prompts, ServePrompt{SessionID: p.SessionID, Text: text.String(), At: time.Now(), Traceparent: p.Meta.Traceparent})
 	}
 	c.s.mu.Unlock()
 	if ss == nil {
