@@ -252,3 +252,30 @@ func TestTraceFollowsPeerForwarding(t *testing.T) {
 		t.Fatalf("span tree:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestTraceOfAnA2AMessage: an A2A message's traceparent is the parent too;
+// adk-go's executor runs the turn under the request's span.
+func TestTraceOfAnA2AMessage(t *testing.T) {
+	tp, exp := tracing()
+	sc := startSidecar(t, flavours[0].start(t, goosetest.Echo), t.TempDir(), func(c *server.Config) { c.TracerProvider = tp })
+	const traceID = "5bf92f3577b34da6a3ce929d0e0e4736"
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, sc.URL+server.A2APathV1, strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
+	req.Header.Set("Traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	tid, _ := trace.TraceIDFromHex(traceID)
+	got := tree(spansOf(exp, tid))
+	t.Logf("span tree:\n%s", got)
+	for _, want := range []string{"POST " + server.A2APathV1 + " (parent 00f067aa0ba902b7)\n", "\n  invoke_agent goose\n", "\n    goose.prompt "} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("span tree lacks %q:\n%s", want, got)
+		}
+	}
+}
