@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -197,12 +198,40 @@ func labelledChildren(t testing.TB, a *agentsv1alpha1.GooseAgent) []string {
 	return out
 }
 
+// deleteAgentsAndChildren deletes every GooseAgent of ns and the children
+// the operator made for them.
+func deleteAgentsAndChildren(t testing.TB, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	sel := client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}
+	for _, l := range []client.ObjectList{&agentsv1alpha1.GooseAgentList{}, &appsv1.StatefulSetList{}, &corev1.ServiceList{},
+		&corev1.ConfigMapList{}, &corev1.SecretList{}, &networkingv1.NetworkPolicyList{}} {
+		opts := []client.ListOption{client.InNamespace(ns)}
+		if _, agents := l.(*agentsv1alpha1.GooseAgentList); !agents {
+			opts = append(opts, sel)
+		}
+		if err := env.Client.List(ctx, l, opts...); err != nil {
+			t.Fatal(err)
+		}
+		items, _ := meta.ExtractList(l)
+		for _, it := range items {
+			if err := env.Client.Delete(ctx, it.(client.Object)); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestGoldenChildren: each fixture, created in a real apiserver, yields
 // exactly the golden children, each owned by the agent, and a pod spec that
 // passes the restricted Pod Security Standard.
 func TestGoldenChildren(t *testing.T) {
 	needEnv(t)
 	ensureNamespace(t, "agents") // the fixtures' namespace, as in the golden files
+	// Registered first, so it runs once the manager has stopped: envtest has
+	// no garbage collector, and the next run (go test -count) creates the
+	// same agents in the same namespace again.
+	t.Cleanup(func() { deleteAgentsAndChildren(t, "agents") })
 	startManager(t, harnessOpts{generate: fixtures.GenerateFixed})
 	cases, err := fixtures.Load()
 	if err != nil {
@@ -290,7 +319,7 @@ func TestPodSecurityCheckCanFail(t *testing.T) {
 func TestRolloutOnChange(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, "rollout")
-	startManager(t, harnessOpts{})
+	h := startManager(t, harnessOpts{})
 	c := loadCase(t, "approve")
 	createCase(t, c, ns)
 	name := c.Agent.Name
@@ -318,12 +347,16 @@ func TestRolloutOnChange(t *testing.T) {
 	}
 	h3 := waitHashChange(t, ns, name, h2, "an API-key Secret change")
 
-	// A Secret the agent does not read changes nothing.
+	// A Secret the agent does not read changes nothing, even in a
+	// reconcile that runs after it exists (references are read from the
+	// apiserver, so there is no cache to wait for).
 	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: ns}, StringData: map[string]string{"k": "v"}}
 	if err := env.Client.Create(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	if _, err := h.r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}); err != nil {
+		t.Fatal(err)
+	}
 	if h := podHash(t, ns, name); h != h3 {
 		t.Errorf("hash changed after an unrelated Secret was created")
 	}
@@ -361,23 +394,35 @@ func TestNoOpResyncZeroWrites(t *testing.T) {
 		}
 		return h.writes.Load() - before
 	}
-	// Converged once a full pass writes nothing (the cache may lag a moment).
+	// Converged once a full pass writes nothing and no reconcile (ours or
+	// the manager's) recorded an Event meanwhile: the cache may lag a moment.
+	var events int64
 	eventually(t, timeout, "convergence", func() error {
+		before := h.events.n.Load()
 		if w := resync(); w != 0 {
 			return fmt.Errorf("%d writes", w)
 		}
+		if events = h.events.n.Load(); events != before {
+			return fmt.Errorf("%d Events recorded meanwhile", events-before)
+		}
 		return nil
 	})
-	events := countEvents(t, ns)
 	if events == 0 {
 		t.Fatal("no Events recorded while the agents were created; the Event check below would be vacuous")
 	}
+	// They reach the API server (asynchronously).
+	eventually(t, timeout, "Events in the namespace", func() error {
+		if countEvents(t, ns) == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
 	for i := range 5 {
 		if w := resync(); w != 0 {
 			t.Fatalf("no-op resync %d made %d API writes, want 0", i, w)
 		}
 	}
-	if e := countEvents(t, ns); e != events {
+	if e := h.events.n.Load(); e != events {
 		t.Errorf("no-op resyncs recorded %d Events", e-events)
 	}
 	// The counter is live: a real change is a write.
@@ -394,7 +439,6 @@ func TestNoOpResyncZeroWrites(t *testing.T) {
 
 func countEvents(t testing.TB, ns string) int {
 	t.Helper()
-	time.Sleep(500 * time.Millisecond) // the recorder sends asynchronously
 	l := &corev1.EventList{}
 	if err := env.Client.List(context.Background(), l, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)

@@ -195,6 +195,7 @@ func startSidecar(cfg config, fake fakeGoose) (*sidecar, error) {
 		"-listen", addr, "-app-name", appName, "-data-dir", filepath.Join(dir, "data"),
 		"-goose-url", fake.url, "-goose-flavor", cfg.flavor, "-goose-secret-file", filepath.Join(dir, "goose-secret"),
 		"-auth-token-file", filepath.Join(dir, "token"), "-log-level", "warn", "-log-format", "text",
+		"-goose-working-dir", filepath.Join(dir, "workspace"), // session directories go below it, removed with dir
 	}
 	if cfg.idleTimeout > 0 && cfg.flavor == "serve" {
 		args = append(args, "-goose-idle-timeout", cfg.idleTimeout.String())

@@ -129,10 +129,18 @@ type sessionService struct {
 	session.Service // reads
 	w               session.Service
 	gate            chan struct{}
+	// deleted run, in order, after a session was deleted, to clean up what
+	// it owned outside the database. Set up before serving.
+	deleted []func(context.Context, *session.DeleteRequest)
 
 	mu sync.Mutex
 	// pending is the background write of each session's user message.
 	pending map[sessionID]*pendingWrite
+}
+
+// onDelete adds a hook run after every successful Delete.
+func (s *sessionService) onDelete(f func(context.Context, *session.DeleteRequest)) {
+	s.deleted = append(s.deleted, f)
 }
 
 type sessionID struct{ app, user, id string }
@@ -169,9 +177,14 @@ func (s *sessionService) Get(ctx context.Context, req *session.GetRequest) (*ses
 	}
 	// adkrest checks the session exists, then the runner loads it: the
 	// turn keeps anyone else from writing it in between, so one load
-	// serves both.
+	// serves both. A run needs the session's state, not its history: the
+	// runner reads events only to pick which agent of a tree answers (here
+	// there is one, the goose agent, which keeps its history in goose), so
+	// one event is loaded instead of every event of a long conversation.
 	if rs.session == nil {
-		resp, err := s.Service.Get(ctx, req)
+		recent := *req
+		recent.NumRecentEvents = 1
+		resp, err := s.Service.Get(ctx, &recent)
 		if err != nil {
 			return nil, err
 		}
@@ -200,6 +213,16 @@ func (s *sessionService) Delete(ctx context.Context, req *session.DeleteRequest)
 	if err := s.flush(sessionID{req.AppName, req.UserID, req.SessionID}); err != nil {
 		return err
 	}
+	if err := s.delete(ctx, req); err != nil {
+		return err
+	}
+	for _, f := range s.deleted {
+		f(ctx, req)
+	}
+	return nil
+}
+
+func (s *sessionService) delete(ctx context.Context, req *session.DeleteRequest) error {
 	defer s.acquire(ctx)()
 	return s.w.Delete(ctx, req)
 }
