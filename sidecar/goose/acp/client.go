@@ -102,7 +102,10 @@ type Client struct {
 	wg sync.WaitGroup // connection watchers
 }
 
-var _ goose.Backend = (*Client)(nil)
+var (
+	_ goose.Backend           = (*Client)(nil)
+	_ goose.WorkingDirResumer = (*Client)(nil) // gooseagent finds it by assertion: a lost method would not fail the build
+)
 
 // New validates cfg and returns a Client. It does not dial: goose may not be
 // up yet when the sidecar starts.
@@ -664,6 +667,17 @@ func (c *Client) ResumeSession(ctx context.Context, id string) (goose.Session, e
 		return goose.Session{}, err
 	}
 	return c.GetSession(ctx, id)
+}
+
+// ResumeSessionIn resumes a session in workingDir (goose.WorkingDirResumer):
+// session/load carries it as the cwd, which goose makes the session's
+// working directory. A session already loaded on its connection keeps the
+// directory it has.
+func (c *Client) ResumeSessionIn(ctx context.Context, id, workingDir string) (goose.Session, error) {
+	c.mu.Lock()
+	c.cwd[id] = workingDir
+	c.mu.Unlock()
+	return c.ResumeSession(ctx, id)
 }
 
 // ensureLoaded runs session/load unless the session is already active on cn
