@@ -272,7 +272,9 @@ func (cn *conn) handle(ctx context.Context, method string, params json.RawMessag
 func (c *Client) controlConn(ctx context.Context) (*conn, error) { return c.live(ctx, "") }
 
 // sessionConn returns the session's own connection, dialling it if needed.
-func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) { return c.live(ctx, id) }
+func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) {
+	return c.live(ctx, id)
+}
 
 // connFor is the session's own connection when one is open, otherwise the
 // control connection: a session-scoped call never opens a session connection
