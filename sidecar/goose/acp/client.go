@@ -102,7 +102,10 @@ type Client struct {
 	wg sync.WaitGroup // connection watchers
 }
 
-var _ goose.Backend = (*Client)(nil)
+var (
+	_ goose.Backend           = (*Client)(nil)
+	_ goose.WorkingDirResumer = (*Client)(nil) // gooseagent finds it by assertion: a lost method would not fail the build
+)
 
 // New validates cfg and returns a Client. It does not dial: goose may not be
 // up yet when the sidecar starts.
