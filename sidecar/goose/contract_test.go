@@ -15,6 +15,7 @@ import (
 	"iter"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -347,7 +348,7 @@ func kinds(evs []goose.Event) string {
 
 func startSession(t testing.TB, b goose.Backend) string {
 	t.Helper()
-	s, err := b.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/workspace"})
+	s, err := b.StartSession(context.Background(), goose.StartOptions{WorkingDir: workDir})
 	if err != nil {
 		t.Fatalf("StartSession: %v", err)
 	}
@@ -408,7 +409,7 @@ func TestContractEventsInScriptedOrder(t *testing.T) {
 		{Text: "Hel"},
 		{Text: "lo"},
 		{Thinking: "the user greets me"},
-		{Tool: &goosetest.ToolStep{ID: "toolu_1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "a b"}},
+		{Tool: &goosetest.ToolStep{ID: "toolu_1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "a b"}},
 		{Notify: &goosetest.NotifyStep{ToolCallID: "toolu_1", Message: "indexing", Progress: 1, Total: 2}},
 		{Usage: &goosetest.UsageStep{Input: 100, Output: 20, Cost: 0.5}},
 	}})
@@ -434,10 +435,10 @@ func TestContractEventsInScriptedOrder(t *testing.T) {
 				t.Errorf("message ids %q %q %q, want one shared id", d1.MessageID, d2.MessageID, th.MessageID)
 			}
 			req, resp := evs[3].(*goose.ToolRequest), evs[4].(*goose.ToolResponse)
-			if req.ID != "toolu_1" || req.Name != "developer__shell" || !jsonEqual(req.Arguments, []byte(`{"command":"ls"}`)) {
+			if req.ID != "toolu_1" || req.Name != "shell" || !jsonEqual(req.Arguments, []byte(`{"command":"ls"}`)) {
 				t.Errorf("tool request %+v (args %s)", req, req.Arguments)
 			}
-			if resp.ID != "toolu_1" || resp.Name != "developer__shell" || resp.Text != "a b" || resp.IsError {
+			if resp.ID != "toolu_1" || resp.Name != "shell" || resp.Text != "a b" || resp.IsError {
 				t.Errorf("tool response %+v", resp)
 			}
 			n := evs[5].(*goose.Notification)
@@ -734,7 +735,7 @@ func TestContractApproval(t *testing.T) {
 		} {
 			t.Run(bc.name+"/"+string(tc.decision), func(t *testing.T) {
 				script := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
-					{Tool: &goosetest.ToolStep{ID: "toolu_9", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"rm -rf build"}`), Result: "removed", NeedsApproval: true}},
+					{Tool: &goosetest.ToolStep{ID: "toolu_9", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"rm -rf build"}`), Result: "removed", NeedsApproval: true}},
 					{Text: "done"},
 				}})
 				b, fake := bc.start(t, script)
@@ -754,7 +755,7 @@ func TestContractApproval(t *testing.T) {
 						if a := fake.approvals(id); len(a) != 0 {
 							t.Errorf("goose had answers %v before Approve", a)
 						}
-						if ar.ID != "toolu_9" || ar.ToolName != "developer__shell" || !jsonEqual(ar.Arguments, []byte(`{"command":"rm -rf build"}`)) {
+						if ar.ID != "toolu_9" || ar.ToolName != "shell" || !jsonEqual(ar.Arguments, []byte(`{"command":"rm -rf build"}`)) {
 							t.Errorf("approval request %+v (args %s)", ar, ar.Arguments)
 						}
 						if err := b.Approve(ctx, id, ar.ID, tc.decision); err != nil {
@@ -888,7 +889,7 @@ func TestContractSessions(t *testing.T) {
 				t.Fatal(r.err)
 			}
 			s, err := b.GetSession(ctx, id)
-			if err != nil || s.ID != id || s.WorkingDir != "/workspace" || s.MessageCount < 2 {
+			if err != nil || s.ID != id || s.WorkingDir != workDir || s.MessageCount < 2 {
 				t.Fatalf("GetSession = %+v, %v; want the session with both messages", s, err)
 			}
 			if s, err := b.ResumeSession(ctx, id); err != nil || s.ID != id {
@@ -964,7 +965,7 @@ func TestContractUnauthorized(t *testing.T) {
 			if err := b.Health(ctx); err != nil {
 				t.Errorf("Health = %v, want nil", err)
 			}
-			if _, err := b.StartSession(ctx, goose.StartOptions{WorkingDir: "/workspace"}); !errors.Is(err, goose.ErrUnauthorized) {
+			if _, err := b.StartSession(ctx, goose.StartOptions{WorkingDir: workDir}); !errors.Is(err, goose.ErrUnauthorized) {
 				t.Errorf("StartSession = %v", err)
 			}
 			if _, err := b.GetSession(ctx, "20200101_1"); !errors.Is(err, goose.ErrUnauthorized) {
@@ -989,7 +990,7 @@ func TestContractServerDown(t *testing.T) {
 			if err := b.Health(ctx); !errors.Is(err, goose.ErrUnavailable) {
 				t.Errorf("Health = %v", err)
 			}
-			if _, err := b.StartSession(ctx, goose.StartOptions{WorkingDir: "/workspace"}); !errors.Is(err, goose.ErrUnavailable) {
+			if _, err := b.StartSession(ctx, goose.StartOptions{WorkingDir: workDir}); !errors.Is(err, goose.ErrUnavailable) {
 				t.Errorf("StartSession = %v", err)
 			}
 			if _, err := b.GetSession(ctx, "20200101_1"); !errors.Is(err, goose.ErrUnavailable) {
@@ -1079,3 +1080,8 @@ func TestDrainCatchesBrokenSequences(t *testing.T) {
 		t.Errorf("a well-formed sequence was flagged: %v", rec.failures)
 	}
 }
+
+// workDir is the sessions' working directory: goose serve requires it to
+// exist as a directory (server.rs validate_absolute_cwd), and the fakes run
+// in this process, so it must exist here.
+var workDir = os.TempDir()

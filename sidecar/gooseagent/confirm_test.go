@@ -20,7 +20,7 @@ import (
 // approvalScript: text, a tool that needs approval, text after it.
 var approvalScript = goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
 	{Text: "Let me delete it."},
-	{Tool: &goosetest.ToolStep{ID: "c1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"rm x"}`), Result: "ok", NeedsApproval: true}},
+	{Tool: &goosetest.ToolStep{ID: "c1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"rm x"}`), Result: "ok", NeedsApproval: true}},
 	{Text: "Done."},
 	{Usage: &goosetest.UsageStep{Input: 5, Output: 2}},
 }})
@@ -83,10 +83,10 @@ func confirmationOf(t *testing.T, evs []*session.Event) string {
 	}
 	orig, _ := fc.Args["originalFunctionCall"].(map[string]any)
 	conf, _ := fc.Args["toolConfirmation"].(map[string]any)
-	if orig["id"] != "c1" || orig["name"] != "developer__shell" || orig["args"].(map[string]any)["command"] != "rm x" {
+	if orig["id"] != "c1" || orig["name"] != "shell" || orig["args"].(map[string]any)["command"] != "rm x" {
 		t.Fatalf("originalFunctionCall: %v", orig)
 	}
-	if conf["confirmed"] != false || !strings.Contains(conf["hint"].(string), "developer__shell") || conf["payload"] == nil {
+	if conf["confirmed"] != false || !strings.Contains(conf["hint"].(string), "shell") || conf["payload"] == nil {
 		t.Fatalf("toolConfirmation: %v", conf)
 	}
 	return fc.ID
@@ -139,7 +139,7 @@ func TestConfirmationAnswered(t *testing.T) {
 			for ev := range got.Session.Events().All() {
 				kinds = append(kinds, kind(ev))
 			}
-			want := "user:text model:text+call:developer__shell model:call:adk_request_confirmation user:response:adk_request_confirmation goose:response:developer__shell model:text"
+			want := "user:text model:text+call:shell model:call:adk_request_confirmation user:response:adk_request_confirmation goose:response:shell model:text"
 			if strings.Join(kinds, " ") != want {
 				t.Fatalf("history\n got %s\nwant %s", strings.Join(kinds, " "), want)
 			}

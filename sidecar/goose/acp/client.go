@@ -613,6 +613,16 @@ func parseTime(s string) time.Time {
 // advertise (§3). The SDK has no typed call for it.
 func (c *Client) DeleteSession(ctx context.Context, id string) error {
 	if _, _, err := call[json.RawMessage](ctx, c, "delete session", methodSessionDelete, sessionIDParams{SessionID: id}); err != nil {
+		// goose reports an unknown id as -32603 "Session not found"
+		// (manage_sessions.rs on_delete_session maps every storage error to
+		// internal_err); ask session/info, which says -32002, rather than
+		// match the message.
+		var ae *goose.AgentError
+		if errors.As(err, &ae) && ae.Code == -32603 {
+			if _, ierr := c.GetSession(ctx, id); errors.Is(ierr, goose.ErrSessionNotFound) {
+				return fmt.Errorf("failed to delete session: %w", goose.ErrSessionNotFound)
+			}
+		}
 		return err
 	}
 	c.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"os"
 	"regexp"
 	"sync"
 	"testing"
@@ -32,7 +33,7 @@ func newPair(t testing.TB, opts ...goosetest.ServeOption) (*goosetest.Serve, *Cl
 
 func startSession(t testing.TB, c *Client) string {
 	t.Helper()
-	s, err := c.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/workspace"})
+	s, err := c.StartSession(context.Background(), goose.StartOptions{WorkingDir: workDir})
 	if err != nil {
 		t.Fatalf("StartSession: %v", err)
 	}
@@ -73,7 +74,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestStartSessionIDFormatAndOptions(t *testing.T) {
 	srv, c := newPair(t)
 	s, err := c.StartSession(context.Background(), goose.StartOptions{
-		WorkingDir: "/workspace", Provider: "anthropic", Model: "claude-x", Mode: "approve",
+		WorkingDir: workDir, Provider: "anthropic", Model: "claude-x", Mode: "approve",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func TestStartSessionIDFormatAndOptions(t *testing.T) {
 	if !regexp.MustCompile(`^\d{8}_\d+$`).MatchString(s.ID) {
 		t.Errorf("session id %q is not goose's YYYYMMDD_N", s.ID)
 	}
-	if s.WorkingDir != "/workspace" {
+	if s.WorkingDir != workDir {
 		t.Errorf("WorkingDir = %q", s.WorkingDir)
 	}
 	got, ok := srv.Session(s.ID)
@@ -136,9 +137,9 @@ func TestReplyThinkingToolsNotifications(t *testing.T) {
 	script := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
 		{Thinking: "let me look"},
 		{Text: "Looking."},
-		{Tool: &goosetest.ToolStep{ID: "toolu_1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "a b c"}},
+		{Tool: &goosetest.ToolStep{ID: "toolu_1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "a b c"}},
 		{Notify: &goosetest.NotifyStep{Message: "indexing"}},
-		{Tool: &goosetest.ToolStep{ID: "toolu_2", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"false"}`), Result: "exit 1", IsError: true}},
+		{Tool: &goosetest.ToolStep{ID: "toolu_2", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"false"}`), Result: "exit 1", IsError: true}},
 		{Text: "Three files."},
 	}})
 	_, c := newPair(t, goosetest.WithServeScript(script))
@@ -157,11 +158,11 @@ func TestReplyThinkingToolsNotifications(t *testing.T) {
 		t.Errorf("message ids thinking=%q text1=%q text2=%q: want first two shared, third new", th.MessageID, t1.MessageID, t2.MessageID)
 	}
 	req := evs[2].(*goose.ToolRequest)
-	if req.ID != "toolu_1" || req.Name != "developer__shell" || string(req.Arguments) != `{"command":"ls"}` {
+	if req.ID != "toolu_1" || req.Name != "shell" || string(req.Arguments) != `{"command":"ls"}` {
 		t.Errorf("tool request = %+v", req)
 	}
 	res := evs[3].(*goose.ToolResponse)
-	if res.ID != "toolu_1" || res.Name != "developer__shell" || res.Text != "a b c" || res.IsError {
+	if res.ID != "toolu_1" || res.Name != "shell" || res.Text != "a b c" || res.IsError {
 		t.Errorf("tool response = %+v", res)
 	}
 	if n := evs[4].(*goose.Notification); n.Kind != "progress" || n.Message != "indexing" {
@@ -187,7 +188,7 @@ func TestApproval(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(string(tc.decision), func(t *testing.T) {
 			script := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
-				{Tool: &goosetest.ToolStep{ID: "toolu_9", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"rm -rf build"}`), Result: "removed", NeedsApproval: true}},
+				{Tool: &goosetest.ToolStep{ID: "toolu_9", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"rm -rf build"}`), Result: "removed", NeedsApproval: true}},
 				{Text: "done"},
 			}})
 			srv, c := newPair(t, goosetest.WithServeScript(script))
@@ -203,7 +204,7 @@ func TestApproval(t *testing.T) {
 					if len(srv.Permissions()) != 0 {
 						t.Fatal("goose got an answer before Approve")
 					}
-					if ar.ID != "toolu_9" || ar.ToolName != "developer__shell" || string(ar.Arguments) != `{"command":"rm -rf build"}` {
+					if ar.ID != "toolu_9" || ar.ToolName != "shell" || string(ar.Arguments) != `{"command":"rm -rf build"}` {
 						t.Errorf("approval request = %+v", ar)
 					}
 					if err := c.Approve(ctx, id, ar.ID, tc.decision); err != nil {
@@ -433,7 +434,7 @@ func TestBackendCancelFinishesCancelled(t *testing.T) {
 
 func TestCancelWhileApprovalPendingAnswersCancelled(t *testing.T) {
 	script := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
-		{Tool: &goosetest.ToolStep{ID: "toolu_5", Name: "developer__shell", NeedsApproval: true, Result: "x"}},
+		{Tool: &goosetest.ToolStep{ID: "toolu_5", Name: "shell", Extension: "developer", NeedsApproval: true, Result: "x"}},
 	}})
 	srv, c := newPair(t, goosetest.WithServeScript(script))
 	id := startSession(t, c)
@@ -458,7 +459,7 @@ func TestUnauthorized(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, err = c.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/w"})
+	_, err = c.StartSession(context.Background(), goose.StartOptions{WorkingDir: workDir})
 	if !errors.Is(err, goose.ErrUnauthorized) {
 		t.Fatalf("err = %v, want ErrUnauthorized", err)
 	}
@@ -508,7 +509,7 @@ func TestUnavailable(t *testing.T) {
 	if err := c.Health(ctx); !errors.Is(err, goose.ErrUnavailable) {
 		t.Errorf("Health on a closed port = %v", err)
 	}
-	if _, err := c.StartSession(ctx, goose.StartOptions{WorkingDir: "/w"}); !errors.Is(err, goose.ErrUnavailable) {
+	if _, err := c.StartSession(ctx, goose.StartOptions{WorkingDir: workDir}); !errors.Is(err, goose.ErrUnavailable) {
 		t.Errorf("StartSession on a closed port = %v", err)
 	}
 }
@@ -517,9 +518,9 @@ func TestListGetDeleteSessions(t *testing.T) {
 	srv, c := newPair(t)
 	ctx := context.Background()
 	for range 120 {
-		srv.SeedSession("/workspace", 2)
+		srv.SeedSession(workDir, 2)
 	}
-	empty := srv.SeedSession("/workspace", 0)
+	empty := srv.SeedSession(workDir, 0)
 	list, err := c.ListSessions(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -536,7 +537,7 @@ func TestListGetDeleteSessions(t *testing.T) {
 			t.Fatalf("bad listing entry %q", s.ID)
 		}
 		seen[s.ID] = true
-		if s.MessageCount != 2 || s.WorkingDir != "/workspace" || s.CreatedAt.IsZero() || s.UpdatedAt.IsZero() {
+		if s.MessageCount != 2 || s.WorkingDir != workDir || s.CreatedAt.IsZero() || s.UpdatedAt.IsZero() {
 			t.Fatalf("session = %+v", s)
 		}
 	}
@@ -554,7 +555,7 @@ func TestListGetDeleteSessions(t *testing.T) {
 
 func TestResumeSessionLoads(t *testing.T) {
 	srv, c := newPair(t)
-	id := srv.SeedSession("/workspace", 4)
+	id := srv.SeedSession(workDir, 4)
 	s, err := c.ResumeSession(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -672,3 +673,8 @@ func TestNewRejectsBadURL(t *testing.T) {
 		t.Errorf("urls %q %q", c.wsURL, c.httpURL)
 	}
 }
+
+// workDir is the sessions' working directory: goose serve requires it to
+// exist as a directory (server.rs validate_absolute_cwd), and the fake runs
+// in this process, so it must exist here.
+var workDir = os.TempDir()

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +36,10 @@ func WithServeScript(s Script) ServeOption { return func(f *Serve) { f.script = 
 // WithServeSecret sets GOOSE_SERVER__SECRET_KEY (default: random). An empty
 // key is --dangerously-unauthenticated: no check at all (§1).
 func WithServeSecret(key string) ServeOption { return func(f *Serve) { f.Secret = key } }
+
+// ServeVersion is the goose version the fake reports in initialize: the
+// release of the operator's default image, whose behaviour it follows.
+const ServeVersion = "1.48.0"
 
 // ServeContextLimit is the model context size the fake reports.
 const ServeContextLimit = 128000
@@ -734,7 +740,7 @@ func (c *serveConn) initialize(m acpRpcIn) {
 			"id": "goose-provider", "name": "Configure Provider",
 			"description": "Run `goose configure` to set up your AI provider and API key",
 		}},
-		"agentInfo": map[string]any{"name": "goose", "version": "1.43.0"},
+		"agentInfo": map[string]any{"name": "goose", "version": ServeVersion},
 	})
 }
 
@@ -840,9 +846,13 @@ func (c *serveConn) newSession(m acpRpcIn) {
 		Cwd        string          `json:"cwd"`
 		McpServers json.RawMessage `json:"mcpServers"`
 	}
-	if err := json.Unmarshal(m.Params, &p); err != nil || !strings.HasPrefix(p.Cwd, "/") || len(p.McpServers) == 0 {
-		// cwd must be absolute and mcpServers present (§3).
-		c.fail(m.ID, -32602, "Invalid params", map[string]any{"error": "cwd must be an absolute path and mcpServers is required"})
+	if err := json.Unmarshal(m.Params, &p); err != nil || len(p.McpServers) == 0 {
+		// mcpServers is a required field of NewSessionRequest (§3).
+		c.fail(m.ID, -32602, "Invalid params", map[string]any{"error": "mcpServers is required"})
+		return
+	}
+	if msg := acpInvalidCwd(p.Cwd); msg != "" {
+		c.fail(m.ID, -32602, "Invalid params", msg)
 		return
 	}
 	c.s.mu.Lock()
@@ -854,12 +864,33 @@ func (c *serveConn) newSession(m acpRpcIn) {
 		"_meta":         map[string]any{"extensionResults": []any{}, "workingDir": ss.cwd},
 	}
 	c.s.mu.Unlock()
+	// goose answers first, then sends the setup notifications (dispatch.rs,
+	// the NewSessionRequest handler: respond, then
+	// send_session_setup_notifications).
 	c.respond(m.ID, res)
 	c.setupNotifications(ss)
 }
 
+// acpInvalidCwd is goose's validate_absolute_cwd (acp/server.rs): the
+// session's cwd must be absolute and exist as a directory in goose's
+// filesystem, else -32602 with this data. "" when valid.
+func acpInvalidCwd(cwd string) string {
+	if !filepath.IsAbs(cwd) {
+		return "cwd must be an absolute path"
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return "invalid directory path"
+	}
+	return ""
+}
+
 func (c *serveConn) loadSession(m acpRpcIn) {
-	sid := acpSessionParams(m.Params)
+	var p struct {
+		SessionID string `json:"sessionId"`
+		Cwd       string `json:"cwd"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	sid := p.SessionID
 	c.s.mu.Lock()
 	ss := c.s.sessions[sid]
 	if ss != nil {
@@ -876,6 +907,12 @@ func (c *serveConn) loadSession(m acpRpcIn) {
 		c.notFound(m.ID, sid)
 		return
 	}
+	// The session is looked up first, then the cwd checked
+	// (load_session.rs handle_load_session).
+	if msg := acpInvalidCwd(p.Cwd); msg != "" {
+		c.fail(m.ID, -32602, "Invalid params", msg)
+		return
+	}
 	// Replays the visible history before answering (§3).
 	for _, h := range history {
 		kind := "agent_message_chunk"
@@ -886,8 +923,11 @@ func (c *serveConn) loadSession(m acpRpcIn) {
 		ch.Meta.Goose.MessageID = h.messageID
 		c.sessionUpdate(sid, ch)
 	}
-	c.setupNotifications(ss)
+	// The replay is part of the handler; the setup notifications follow
+	// the response (dispatch.rs, the LoadSessionRequest handler: respond,
+	// then send_session_setup_notifications).
 	c.respond(m.ID, res)
+	c.setupNotifications(ss)
 }
 
 // acpListPageSize is goose's session/list page size (§3).
@@ -1073,7 +1113,10 @@ func (c *serveConn) deleteSession(m acpRpcIn) {
 	delete(c.s.sessions, sid)
 	c.s.mu.Unlock()
 	if !ok {
-		c.notFound(m.ID, sid)
+		// SessionStorage::delete_session fails with "Session not found" and
+		// on_delete_session maps every storage error to internal_err:
+		// -32603, not -32002 (manage_sessions.rs, session_manager.rs).
+		c.fail(m.ID, -32603, "Internal error", "Session not found")
 		return
 	}
 	c.respond(m.ID, nil)
@@ -1291,9 +1334,14 @@ func (c *serveConn) tool(sid string, run *serveRun, t *ToolStep) bool {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	ext, _, found := strings.Cut(t.Name, "__")
-	if !found {
-		ext = ""
+	// tool_call_identity_meta (acp/server.rs): toolName is the name the
+	// model called; extensionName is the owning extension from the tool's
+	// goose_extension meta, else the prefix before "__". Platform
+	// extensions with unprefixed_tools (developer, analyze, summon, skills)
+	// name their tools without a prefix: "shell", extension "developer".
+	ext := t.Extension
+	if prefix, _, ok := strings.Cut(t.Name, "__"); ext == "" && ok {
+		ext = prefix
 	}
 	// status pending and kind other are ACP defaults, omitted by goose (§2.6).
 	c.sessionUpdate(sid, map[string]any{
