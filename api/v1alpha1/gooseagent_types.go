@@ -40,9 +40,11 @@ const (
 type ExtensionType string
 
 const (
-	// ExtensionBuiltin is an MCP server compiled into goose, by name (developer, memory, ...).
+	// ExtensionBuiltin is an MCP server compiled into goose, by name (memory,
+	// computercontroller, ...).
 	ExtensionBuiltin ExtensionType = "builtin"
-	// ExtensionPlatform is a goose platform extension, by name (todo, skills, ...).
+	// ExtensionPlatform is a goose platform extension, in-process, by name
+	// (developer, analyze, summon, skills, todo, ...).
 	ExtensionPlatform ExtensionType = "platform"
 	// ExtensionStdio is an MCP server goose starts as a child process.
 	ExtensionStdio ExtensionType = "stdio"
@@ -79,8 +81,10 @@ type GooseAgentSpec struct {
 	// +optional
 	InstructionsFrom *ValueSource `json:"instructionsFrom,omitempty"`
 
-	// Extensions are the goose extensions (MCP servers) enabled for every session.
-	// Names must be unique.
+	// Extensions are the goose extensions enabled for every session, and the
+	// only ones: goose's platform extensions that goose enables by default
+	// (developer, analyze, apps, summon, skills, extensionmanager, ...) are
+	// disabled unless listed here with type platform. Names must be unique.
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
@@ -270,7 +274,9 @@ type EnvVar struct {
 // +kubebuilder:validation:XValidation:rule="self.type == 'streamable_http' || !(has(self.uri) || has(self.headers) || has(self.headersFrom))",message="spec.extensions[].uri, headers and headersFrom are only allowed when type is streamable_http",fieldPath=".uri"
 type ExtensionSpec struct {
 	// Name identifies the extension. For builtin and platform extensions it is
-	// goose's own extension name (developer, memory, todo, ...).
+	// goose's own extension name (developer, memory, todo, ...). Tools of
+	// developer, analyze, summon and skills keep their own names (shell,
+	// write, ...); other extensions' tools are named <name>__<tool>.
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_-]*$`
 	// +kubebuilder:validation:MaxLength=63
 	// +required

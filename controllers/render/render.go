@@ -343,6 +343,19 @@ func buildConfigMap(a *agentsv1alpha1.GooseAgent, cfg string) *corev1ac.ConfigMa
 		WithData(data)
 }
 
+// PlatformExtensions are goose's in-process platform extensions
+// (crates/goose/src/agents/platform_extensions/mod.rs PLATFORM_EXTENSIONS).
+// config/migrations.rs migrate_platform_extensions adds each one the merged
+// config lacks, enabled when default_enabled (analyze, apps,
+// extensionmanager, scheduler, summon, developer, tom, skills); one the
+// config names keeps its enabled flag. `goose serve` also loads developer as
+// a default builtin unless the config disables it (acp/server.rs
+// selected_builtin_extensions; 1.43 loaded it regardless).
+var PlatformExtensions = []string{
+	"analyze", "apps", "chatrecall", "code_execution", "developer", "extensionmanager",
+	"scheduler", "skills", "summarize", "summon", "todo", "tom",
+}
+
 // renderConfig is goose's config.yaml: provider, model, mode and extensions.
 // It never holds a secret: secret env values are named in env_keys and reach
 // goose as container env; secret headers go to the Secret layer.
@@ -401,9 +414,21 @@ func renderConfig(a *agentsv1alpha1.GooseAgent) (string, error) {
 		}
 		exts[e.Name] = m
 	}
-	if len(exts) > 0 {
-		cfg["extensions"] = exts
+	// spec.extensions is the agent's whole tool list: goose's config
+	// migration adds every platform extension the config does not name,
+	// enabled when it is a default, so each one the spec leaves out is
+	// written here disabled.
+	for _, name := range PlatformExtensions {
+		if _, listed := exts[name]; !listed {
+			// A full ExtensionEntry: an entry that does not parse (no
+			// description) is replaced by the migration with the default.
+			exts[name] = map[string]any{
+				"enabled": false, "type": string(agentsv1alpha1.ExtensionPlatform), "name": name,
+				"description": "", "bundled": true, "available_tools": []string{},
+			}
+		}
 	}
+	cfg["extensions"] = exts
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		return "", fmt.Errorf("failed to marshal goose config: %w", err)
