@@ -16,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -97,9 +99,28 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.agentsReferencing(IndexSecretRefs))).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.agentsReferencing(IndexConfigMapRefs))).
+		// Pods belong to the StatefulSet, not the agent: their labels name it.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(agentOfPod)).
 		WithOptions(opts).
 		Named("gooseagent").
 		Complete(r)
+}
+
+// CacheByObject scopes the manager's cache: of all pods only the agents'
+// (the reconciler reads their status, the stats collector their addresses).
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelName: render.AppName})},
+	}
+}
+
+// agentOfPod maps an agent pod to its GooseAgent by the instance label.
+func agentOfPod(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[render.LabelName] != render.AppName || l[render.LabelInstance] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: l[render.LabelInstance]}}}
 }
 
 // agentsReferencing maps a Secret or ConfigMap to the agents that read it.
@@ -163,6 +184,15 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		case err != nil && !apierrors.IsNotFound(err):
 			return ctrl.Result{}, fmt.Errorf("failed to get StatefulSet: %w", err)
 		}
+	}
+
+	if obs.sts != nil {
+		// The cache holds only agent pods (CacheByObject).
+		var pods corev1.PodList
+		if err := r.Client.List(ctx, &pods, client.InNamespace(a.Namespace), client.MatchingLabels(render.SelectorLabels(a))); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to list pods: %w", err)
+		}
+		obs.pods = classifyPods(pods.Items)
 	}
 
 	st, requeue := desiredStatus(a, obs, r.now())

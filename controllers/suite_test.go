@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -131,6 +132,7 @@ func startManager(t testing.TB, o harnessOpts) *harness {
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{ByObject: controllers.CacheByObject()},
 		// Several managers run in one test binary, one after another.
 		Controller: config.Controller{SkipNameValidation: &skip},
 		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {

@@ -577,6 +577,13 @@ const (
 	ReasonStatsCollected    = "StatsCollected"
 	ReasonStatsStale        = "StatsStale"
 	ReasonStatsNotCollected = "NotCollectedYet"
+	// Pod problems: the message names the pod, the container and the
+	// kubelet's or scheduler's own words.
+	ReasonImagePullFailed       = "ImagePullFailed"
+	ReasonCrashLoopBackOff      = "CrashLoopBackOff"
+	ReasonContainerCreateFailed = "ContainerCreateFailed"
+	ReasonUnschedulable         = "Unschedulable"
+	ReasonVolumeClaimUnbound    = "VolumeClaimUnbound"
 )
 
 // GooseAgent runs a goose server with the adk2goose sidecar, which serves it
@@ -585,6 +592,7 @@ const (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ga;gagent,categories=goose
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.provider.model`
 // +kubebuilder:printcolumn:name="Sessions",type=integer,JSONPath=`.status.sessions.total`
 // +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.tokens.total`

@@ -12,14 +12,10 @@ import (
 	"os"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -144,11 +140,8 @@ func run(ctx context.Context, args []string) error {
 		// The manager exits right after losing the lease, so a new leader can
 		// start without waiting for this one's reconciles to drain.
 		LeaderElectionReleaseOnCancel: true,
-		// Only agent pods are read (by the stats collector): cache just those,
-		// not every pod of the cluster.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelName: render.AppName})},
-		}},
+		// Only agent pods are read: cache just those, not every pod of the cluster.
+		Cache: cache.Options{ByObject: controllers.CacheByObject()},
 	})
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
