@@ -16,7 +16,9 @@ const (
 	// shipped in the official goose image.
 	ServerFlavorServe ServerFlavor = "serve"
 	// ServerFlavorGoosed is `goosed`: the REST API of goose 1.37 to 1.41.
-	// The official image does not ship it, so an image must be given.
+	// Current official images do not ship it (only some block-era
+	// ghcr.io/block/goose images have /usr/local/bin/goosed), so an image
+	// must be given.
 	ServerFlavorGoosed ServerFlavor = "goosed"
 )
 
@@ -140,7 +142,7 @@ type GooseAgentSpec struct {
 }
 
 // ServerSpec selects the goose server.
-// +kubebuilder:validation:XValidation:rule="!has(self.flavor) || self.flavor != 'goosed' || has(self.image)",message="spec.server.image is required when spec.server.flavor is goosed: the official goose image ships no goosed",fieldPath=".image",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.flavor) || self.flavor != 'goosed' || has(self.image)",message="spec.server.image is required when spec.server.flavor is goosed: current goose images ship no goosed (a block-era ghcr.io/block/goose image with /usr/local/bin/goosed, or one built with hack/goosed.Dockerfile)",fieldPath=".image",reason=FieldValueRequired
 type ServerSpec struct {
 	// Flavor is the goose server program: serve (`goose serve`, ACP; current
 	// goose) or goosed (REST; goose 1.37 to 1.41, needs an image that has it).
