@@ -236,6 +236,7 @@ func (r *GooseAgentReconciler) desired(ctx context.Context, a *agentsv1alpha1.Go
 	if err != nil {
 		return nil, fmt.Errorf("failed to render children: %w", err)
 	}
+	obs.runtimeMissing = render.MissingRuntimes(a)
 	return d, nil
 }
 

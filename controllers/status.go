@@ -27,6 +27,8 @@ type observation struct {
 	sts *appsv1.StatefulSet
 	// pods is why an agent pod cannot start or keep running, nil when none.
 	pods *podProblem
+	// runtimeMissing names stdio extensions whose runtime the pod lacks.
+	runtimeMissing string
 }
 
 // desiredStatus computes the reconciler's part of the status from the
@@ -109,6 +111,8 @@ func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time)
 		}
 	case obs.pods != nil:
 		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionTrue, obs.pods.reason, obs.pods.message)
+	case obs.runtimeMissing != "":
+		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionTrue, agentsv1alpha1.ReasonRuntimeMissing, obs.runtimeMissing)
 	default:
 		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionFalse, agentsv1alpha1.ReasonAsExpected, "")
 	}

@@ -93,6 +93,16 @@ type GooseAgentSpec struct {
 	// +optional
 	Extensions []ExtensionSpec `json:"extensions,omitempty"`
 
+	// Runtimes are language runtimes mounted read-only into the goose
+	// container from images (Kubernetes image volumes), with their bin
+	// directories on goose's PATH, so stdio extensions run by npx, uvx and the
+	// like start from the official goose image, which has none.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Runtimes []RuntimeSpec `json:"runtimes,omitempty"`
+
 	// Mode is the tool-approval policy: auto runs tools without asking; approve
 	// asks before every tool call; smart_approve asks before risky ones; chat
 	// runs no tools. Approvals reach ADK clients as tool confirmations.
@@ -293,7 +303,8 @@ type ExtensionSpec struct {
 	// +optional
 	Description string `json:"description,omitempty"`
 
-	// Cmd is the program goose starts (stdio only). It must exist in the goose image.
+	// Cmd is the program goose starts (stdio only). It must exist in the goose
+	// image or come from spec.runtimes (npx, uvx, ...).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
@@ -336,6 +347,55 @@ type ExtensionSpec struct {
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// RuntimeSpec is a runtime (node, uv, python, ...) taken from an image and
+// mounted at /opt/goose-runtimes/<name> in the goose container.
+type RuntimeSpec struct {
+	// Name of the runtime; it names the mount directory.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=32
+	// +required
+	Name string `json:"name"`
+
+	// Image holding the runtime, e.g. docker.io/library/node:22-bookworm-slim
+	// or ghcr.io/astral-sh/uv:0.8. Its files must run on the goose image's
+	// Debian bookworm (glibc) base.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Image string `json:"image"`
+
+	// ImagePullPolicy of the image.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// SubPath is the directory of the image to mount, relative to its root
+	// (usr/local for the node images); empty mounts the whole image.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(p, p == '..')",message="spec.runtimes[].subPath must be a relative path without .."
+	// +optional
+	SubPath string `json:"subPath,omitempty"`
+
+	// BinPath is the directory of executables, relative to the mount, put
+	// first on goose's PATH: bin (the default), or . for an image with the
+	// executables at its root (the uv image).
+	// +kubebuilder:default=bin
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(p, p == '..')",message="spec.runtimes[].binPath must be a relative path without .."
+	// +optional
+	BinPath string `json:"binPath,omitempty"`
+
+	// Commands are the commands the runtime provides (node, npm, npx; uv,
+	// uvx). A stdio extension whose cmd is a runtime command no runtime
+	// provides is reported in the agent's conditions.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9][-._A-Za-z0-9]*$`
+	// +kubebuilder:validation:items:MaxLength=64
+	// +required
+	Commands []string `json:"commands"`
 }
 
 // SecretHeader is an HTTP header whose value comes from a Secret key.
@@ -586,6 +646,9 @@ const (
 	ReasonContainerCreateFailed = "ContainerCreateFailed"
 	ReasonUnschedulable         = "Unschedulable"
 	ReasonVolumeClaimUnbound    = "VolumeClaimUnbound"
+	// ReasonRuntimeMissing: a stdio extension runs a runtime command (npx,
+	// uvx, ...) that no spec.runtimes entry provides.
+	ReasonRuntimeMissing = "RuntimeMissing"
 )
 
 // GooseAgent runs a goose server with the adk2goose sidecar, which serves it

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
@@ -57,6 +58,11 @@ const (
 	SecretConfigDir = "/etc/goose-operator/secret-config"
 	InstructionsDir = "/etc/goose-operator/instructions"
 	GooseSecretDir  = "/var/run/adk2goose/goose"
+	// RuntimesDir holds spec.runtimes, one image volume per runtime.
+	RuntimesDir = "/opt/goose-runtimes"
+	// ImagePath is the PATH of the goose image (Debian's default), which a
+	// PATH set for runtimes must keep.
+	ImagePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	AuthTokenDir    = "/var/run/adk2goose/auth"
 
 	// Keys of the generated Secret <agent>-adk2goose.
@@ -527,6 +533,10 @@ func gooseEnv(a *agentsv1alpha1.GooseAgent, secretLayer bool) ([]*corev1ac.EnvVa
 	if secretLayer {
 		add(envValue("GOOSE_ADDITIONAL_CONFIG_FILES", SecretConfigDir+"/"+KeyConfig))
 	}
+	if p := runtimePath(a); p != "" {
+		// goose starts stdio extensions with its own environment.
+		add(envValue("PATH", p))
+	}
 	if r := a.Spec.Provider.APIKeySecretRef; r != nil {
 		if err := addSecret(providerKeyEnv(a.Spec.Provider.Name), *r, "spec.provider.apiKeySecretRef"); err != nil {
 			return nil, err
@@ -676,6 +686,18 @@ func buildStatefulSet(a *agentsv1alpha1.GooseAgent, def Defaults, env []*corev1a
 		mount("tmp", "/tmp", false),
 		mount("workspace", ws, false),
 		mount("goose-config", GooseConfigDir, true),
+	}
+	for _, rt := range spec.Runtimes {
+		src := corev1ac.ImageVolumeSource().WithReference(rt.Image)
+		if rt.ImagePullPolicy != "" {
+			src.WithPullPolicy(rt.ImagePullPolicy)
+		}
+		volumes = append(volumes, corev1ac.Volume().WithName(runtimeVolume(rt.Name)).WithImage(src))
+		m := mount(runtimeVolume(rt.Name), RuntimesDir+"/"+rt.Name, true)
+		if rt.SubPath != "" {
+			m.WithSubPath(rt.SubPath)
+		}
+		gooseMounts = append(gooseMounts, m)
 	}
 	if hasSecretHeaders(a) {
 		volumes = append(volumes, corev1ac.Volume().WithName("secret-config").WithSecret(corev1ac.SecretVolumeSource().
@@ -884,6 +906,62 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		WithLabels(Labels(a)).
 		WithOwnerReferences(ownerRef(a)).
 		WithSpec(stsSpec), nil
+}
+
+func runtimeVolume(name string) string { return "runtime-" + name }
+
+// runtimePath is goose's PATH with every runtime's bin directory first, in
+// spec order; "" without runtimes.
+func runtimePath(a *agentsv1alpha1.GooseAgent) string {
+	if len(a.Spec.Runtimes) == 0 {
+		return ""
+	}
+	var dirs []string
+	for _, rt := range a.Spec.Runtimes {
+		bin := rt.BinPath
+		if bin == "" {
+			bin = "bin"
+		}
+		dirs = append(dirs, path.Clean(RuntimesDir+"/"+rt.Name+"/"+bin))
+	}
+	return strings.Join(append(dirs, ImagePath), ":")
+}
+
+// runtimeCommands are commands of language runtimes that MCP servers are
+// commonly started with, none of which the official goose image has (Debian
+// bookworm-slim with goose, git and curl).
+var runtimeCommands = map[string]bool{
+	"node": true, "npm": true, "npx": true, "pnpm": true, "yarn": true, "bun": true, "bunx": true, "deno": true,
+	"uv": true, "uvx": true, "python": true, "python3": true, "pip": true, "pip3": true, "pipx": true,
+}
+
+// MissingRuntimes says which stdio extensions run a runtime command that no
+// spec.runtimes entry provides, or "" when none does. With spec.server.image
+// set the image is the user's and may have them, so nothing is reported.
+func MissingRuntimes(a *agentsv1alpha1.GooseAgent) string {
+	if a.Spec.Server.Image != "" {
+		return ""
+	}
+	provided := map[string]bool{}
+	for _, rt := range a.Spec.Runtimes {
+		for _, c := range rt.Commands {
+			provided[c] = true
+		}
+	}
+	var missing []string
+	for _, e := range a.Spec.Extensions {
+		if e.Type != agentsv1alpha1.ExtensionStdio {
+			continue
+		}
+		cmd := path.Base(e.Cmd)
+		if runtimeCommands[cmd] && !provided[cmd] {
+			missing = append(missing, fmt.Sprintf("spec.extensions[%s].cmd %s", e.Name, e.Cmd))
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return strings.Join(missing, ", ") + ": the goose image has no such runtime; add a spec.runtimes entry whose commands include it"
 }
 
 func hasSecretHeaders(a *agentsv1alpha1.GooseAgent) bool {
