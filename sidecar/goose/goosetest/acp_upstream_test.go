@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -160,4 +161,73 @@ func TestUpstreamDeveloperToolsAreUnprefixed(t *testing.T) {
 		t.Errorf("tool calls: %v", got)
 	}
 	c.ws.Close()
+}
+
+// load_session.rs handle_load_session / start_resumed_state_machine_turn: a
+// session whose history ends in a pending tool confirmation (its client went
+// away while goose waited) is resumed by session/load: before the answer,
+// a session_info_update names a "resume_" run and the permission request is
+// sent again. The resumed run holds the session, so a session/prompt meanwhile
+// gets -32602 (§2.4); it ends with activeRunId null and no response.
+func TestUpstreamSessionLoadResumesAPendingApproval(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s := NewServe(nil, WithServeScript(Fixed(Reply{Steps: []Step{
+		{Tool: &ToolStep{ID: "toolu_7", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"rm x"}`), Result: "removed", NeedsApproval: true}},
+		{Text: "done"},
+	}})))
+	defer s.Close()
+	cwd := t.TempDir()
+	c1 := dialInitialized(t, s)
+	c1.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":` + jsonString(cwd) + `,"mcpServers":[]}}`)
+	_, res := c1.recvUntilResponse(2)
+	sid := res["result"].(map[string]any)["sessionId"].(string)
+	c1.send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"go"}]}}`)
+	for m := c1.recv(); m["method"] != "session/request_permission"; m = c1.recv() {
+	}
+	c1.ws.Close() // the client dies before answering
+	deadline := time.Now().Add(5 * time.Second)
+	for ss, _ := s.Session(sid); !ss.AwaitingApproval; ss, _ = s.Session(sid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the aborted reply left no pending approval")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	c2 := dialInitialized(t, s)
+	c2.send(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"` + sid + `","cwd":` + jsonString(cwd) + `,"mcpServers":[]}}`)
+	before, res := c2.recvUntilResponse(2)
+	if res["result"] == nil {
+		t.Fatalf("session/load: %v", res)
+	}
+	var runID, permID string
+	for _, f := range before {
+		if _, kind, u := updateOf(f); kind == "session_info_update" {
+			runID, _ = u["_meta"].(map[string]any)["goose"].(map[string]any)["activeRunId"].(string)
+		}
+		if f["method"] == "session/request_permission" {
+			permID, _ = f["id"].(string)
+			if tc := f["params"].(map[string]any)["toolCall"].(map[string]any); tc["toolCallId"] != "toolu_7" {
+				t.Errorf("resent request for %v", tc)
+			}
+		}
+	}
+	if !strings.HasPrefix(runID, "resume_") || permID == "" {
+		t.Fatalf("before the load answer: run %q, permission request %q; frames %v", runID, permID, kindsOf(before))
+	}
+	c2.send(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"next"}]}}`)
+	_, res = c2.recvUntilResponse(4)
+	if e, _ := res["error"].(map[string]any); e["code"] != -32602.0 || !strings.Contains(e["data"].(string), runID) {
+		t.Errorf("prompt during the resumed run: %v", res)
+	}
+	c2.send(`{"jsonrpc":"2.0","id":"` + permID + `","result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`)
+	for {
+		m := c2.recv()
+		if _, kind, u := updateOf(m); kind == "session_info_update" && u["_meta"].(map[string]any)["goose"].(map[string]any)["activeRunId"] == nil {
+			break
+		}
+	}
+	if p := s.Permissions(); len(p) != 1 || p[0].ToolCallID != "toolu_7" || p[0].OptionID != "allow_once" {
+		t.Errorf("permissions %+v", p)
+	}
+	c2.ws.Close()
 }
