@@ -66,6 +66,13 @@ type Client struct {
 	replies map[string]*reply      // by session id
 	usage   map[string]goose.Usage // last accumulated usage seen, by session id
 	cwd     map[string]string      // working dirs, needed by session/load
+	// runsChanged is closed (and replaced) whenever a conn's runs change.
+	runsChanged chan struct{}
+	// lost are, by session, tool calls whose approval goose asked again on
+	// session/load (a turn resumed from before an adk2goose restart),
+	// refused because nobody holds their confirmation any more; the
+	// session's next reply reports them.
+	lost map[string][]*goose.ToolResponse
 
 	wg sync.WaitGroup // connection watchers
 }
@@ -115,6 +122,9 @@ func New(cfg Config) (*Client, error) {
 		replies: make(map[string]*reply),
 		usage:   make(map[string]goose.Usage),
 		cwd:     make(map[string]string),
+		lost:    make(map[string][]*goose.ToolResponse),
+
+		runsChanged: make(chan struct{}),
 	}
 	if c.httpc == nil {
 		c.httpc = &http.Client{Timeout: 5 * time.Second}
@@ -180,6 +190,11 @@ type conn struct {
 	custom atomic.Bool
 
 	loaded map[string]bool // sessions active in this connection's agent; c.mu
+	// runs is goose's active run per session on this connection, from
+	// session_info_update (§2.6); c.mu. Runs die with their connection.
+	runs map[string]string
+	// loading marks sessions with a session/load in flight; c.mu.
+	loading map[string]bool
 }
 
 func (cn *conn) dead() bool {
@@ -275,7 +290,7 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 	}
 
 	stream := newWSStream(ws)
-	cn := &conn{c: c, stream: stream, loaded: make(map[string]bool)}
+	cn := &conn{c: c, stream: stream, loaded: make(map[string]bool), runs: make(map[string]string), loading: make(map[string]bool)}
 	cn.rpc = acpsdk.NewConnection(cn.handle, stream, stream)
 	cn.rpc.SetLogger(c.log)
 	// The stream holds reads until the logger is set: the SDK's reader would
@@ -518,6 +533,14 @@ func (c *Client) ensureLoaded(ctx context.Context, cn *conn, id string) error {
 		}
 		cwd = s.WorkingDir
 	}
+	c.mu.Lock()
+	cn.loading[id] = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(cn.loading, id)
+		c.mu.Unlock()
+	}()
 	_, err := acpsdk.SendRequest[json.RawMessage](cn.rpc, ctx, methodSessionLoad, acpsdk.LoadSessionRequest{
 		SessionId:  acpsdk.SessionId(id),
 		Cwd:        cwd,
@@ -532,7 +555,7 @@ func (c *Client) ensureLoaded(ctx context.Context, cn *conn, id string) error {
 	c.mu.Lock()
 	cn.loaded[id] = true
 	c.mu.Unlock()
-	return nil
+	return c.settleResumedRun(ctx, cn, id)
 }
 
 type infoResult struct {
@@ -628,6 +651,7 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 	c.mu.Lock()
 	delete(c.usage, id)
 	delete(c.cwd, id)
+	delete(c.lost, id)
 	if c.cur != nil {
 		delete(c.cur.loaded, id)
 	}
@@ -713,8 +737,20 @@ func (c *Client) route(cn *conn, method string, params json.RawMessage) {
 	if d.Accumulated != nil {
 		c.usage[d.SessionID] = *d.Accumulated
 	}
+	if d.ActiveRun != nil {
+		if *d.ActiveRun == "" {
+			delete(cn.runs, d.SessionID)
+		} else {
+			cn.runs[d.SessionID] = *d.ActiveRun
+		}
+		close(c.runsChanged)
+		c.runsChanged = make(chan struct{})
+	}
 	r := c.replies[d.SessionID]
 	c.mu.Unlock()
+	if tr, ok := d.Event.(*goose.ToolRequest); ok && r != nil && r.cn == cn && !r.armed.Load() {
+		r.noteTool(tr.ID, tr.Name) // the session/load replay: names a lost approval
+	}
 	if r == nil || r.cn != cn || !r.armed.Load() || d.Event == nil {
 		return
 	}
@@ -739,7 +775,25 @@ func (c *Client) handlePermission(ctx context.Context, cn *conn, params json.Raw
 	r := c.replies[string(req.SessionId)]
 	c.mu.Unlock()
 	if r == nil || r.cn != cn || !r.armed.Load() {
-		// Nobody can answer; an unanswered request blocks goose forever.
+		// Nobody can answer: refuse (an unanswered request blocks goose
+		// forever). One that comes during session/load is goose resuming a
+		// turn that waited for an approval when an earlier connection (an
+		// adk2goose that restarted) went away: kept for the session's next
+		// reply to report.
+		id := string(req.ToolCall.ToolCallId)
+		name := ""
+		if req.ToolCall.Title != nil {
+			name = *req.ToolCall.Title
+		}
+		if r != nil && r.cn == cn {
+			name = r.toolName(id, name)
+		}
+		c.mu.Lock()
+		if cn.loading[string(req.SessionId)] {
+			c.lost[string(req.SessionId)] = append(c.lost[string(req.SessionId)], &goose.ToolResponse{ID: id, Name: name, IsError: true,
+				Text: "not run: it was waiting for approval when adk2goose restarted, and goose was told it is denied; ask again to run it"})
+		}
+		c.mu.Unlock()
 		return cancelledOutcome(), nil
 	}
 	id := string(req.ToolCall.ToolCallId)
@@ -947,8 +1001,60 @@ func (c *Client) startReply(ctx context.Context, sessionID string) (*reply, erro
 		c.endReply(r)
 		return nil, err
 	}
+	c.mu.Lock()
+	lost := c.lost[sessionID]
+	delete(c.lost, sessionID)
+	c.mu.Unlock()
+	for _, tr := range lost {
+		r.push(item{ev: tr}) // ends a tool call of a turn from before a restart
+	}
 	r.armed.Store(true)
 	return r, nil
+}
+
+// resumedRunTimeout bounds the wait for a resumed goose run to stop.
+const resumedRunTimeout = 30 * time.Second
+
+// settleResumedRun deals with a run goose started on session/load to resume
+// a turn stopped at a tool approval (load_session.rs
+// start_resumed_state_machine_turn): its approval was refused and kept for
+// the next reply to report (handlePermission); goose is told to stop the run,
+// and this waits for it to end, since goose refuses a prompt while a run is
+// active (§2.4). The wait also outlasts the refusal's own goroutine: the
+// request came before the session/load answer, the run's end is a round trip
+// through goose after it.
+func (c *Client) settleResumedRun(ctx context.Context, cn *conn, id string) error {
+	c.mu.Lock()
+	run := cn.runs[id]
+	c.mu.Unlock()
+	// Only a resumed run ("resume_<uuid>", load_session.rs) can be active
+	// before our prompt; an ended prompt's run id may still be on its way.
+	if !strings.HasPrefix(run, "resume_") {
+		return nil
+	}
+	if err := cn.rpc.SendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(id)}); err != nil {
+		return fmt.Errorf("failed to stop goose's resumed run: %w", c.mapErr(cn, err))
+	}
+	timer := time.NewTimer(resumedRunTimeout)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		run, running := cn.runs[id]
+		changed := c.runsChanged
+		c.mu.Unlock()
+		if !running {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-cn.rpc.Done():
+			return fmt.Errorf("failed to stop goose's resumed run %s: %w: connection lost", run, goose.ErrUnavailable)
+		case <-ctx.Done():
+			return fmt.Errorf("failed to stop goose's resumed run %s: %w", run, ctx.Err())
+		case <-timer.C:
+			return fmt.Errorf("failed to stop goose's resumed run %s: still active after %s", run, resumedRunTimeout)
+		}
+	}
 }
 
 func (c *Client) endReply(r *reply) {

@@ -41,8 +41,9 @@ func TestDecodeNotificationGooseFrames(t *testing.T) {
 			e, ok := d.Event.(*goose.UsageUpdate)
 			return ok && d.StableUsage && e.Last.TotalTokens == 2398 && e.ContextLimit == 128000 && *e.Accumulated.Cost == 0.0118
 		},
-		func(d decoded) bool { return d.Event == nil },
-		func(d decoded) bool { return d.Event == nil },
+		// session_info_update: activeRunId null is a run's end.
+		func(d decoded) bool { return d.Event == nil && d.ActiveRun != nil && *d.ActiveRun == "" },
+		func(d decoded) bool { return d.Event == nil && d.ActiveRun == nil },
 		func(d decoded) bool {
 			e, ok := d.Event.(*goose.UsageUpdate)
 			return ok && e.HasAccumulated && d.Accumulated.TotalTokens == 4591 && *d.Accumulated.Cost == 0.0118

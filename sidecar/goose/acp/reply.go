@@ -104,6 +104,17 @@ func (r *reply) toolName(id, fallback string) string {
 	return fallback
 }
 
+// noteTool remembers a tool call's name seen before the reply was armed (the
+// session/load replay), for a lost approval to name it.
+func (r *reply) noteTool(id, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tools == nil {
+		r.tools = make(map[string]string)
+	}
+	r.tools[id] = name
+}
+
 func (r *reply) messageUsageSeen() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
