@@ -292,10 +292,10 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		return string(out)
 	}
 	assertTable(t, run("get", "gooseagents"),
-		[]string{"NAME", "READY", "MODEL", "SESSIONS", "TOKENS", "AGE"},
-		map[string]string{"NAME": "printed", "READY": "True", "MODEL": "qwen3:8b", "SESSIONS": "7", "TOKENS": "1234"})
+		[]string{"NAME", "READY", "REASON", "MODEL", "SESSIONS", "TOKENS", "AGE"},
+		map[string]string{"NAME": "printed", "READY": "True", "REASON": "Available", "MODEL": "qwen3:8b", "SESSIONS": "7", "TOKENS": "1234"})
 	assertTable(t, run("get", "ga", "-o", "wide"),
-		[]string{"NAME", "READY", "MODEL", "SESSIONS", "TOKENS", "AGE", "SERVER", "ACTIVE", "ENDPOINT"},
+		[]string{"NAME", "READY", "REASON", "MODEL", "SESSIONS", "TOKENS", "AGE", "SERVER", "ACTIVE", "ENDPOINT"},
 		map[string]string{"SERVER": "serve", "ACTIVE": "2", "ENDPOINT": "http://printed." + ns + ".svc:8080"})
 	// The category lists it too.
 	if out := run("get", "goose"); !strings.Contains(out, "printed") {
