@@ -82,3 +82,26 @@ func TestPodProblemsReachConditions(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRuntimeMissingReachesConditions: a stdio extension run by npx with no
+// runtime providing npx (the official image has no node) is reported.
+func TestRuntimeMissingReachesConditions(t *testing.T) {
+	e := needEnv(t)
+	ns := newNamespace(t, "runtime")
+	startManager(t, harnessOpts{})
+	ctx := context.Background()
+	c := loadCase(t, "minimal")
+	c.Agent.Spec.Extensions = []agentsv1alpha1.ExtensionSpec{{Name: "filesystem", Type: agentsv1alpha1.ExtensionStdio, Cmd: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem"}}}
+	createCase(t, c, ns)
+	eventually(t, timeout, "Degraded=True/RuntimeMissing naming the extension", func() error {
+		a := &agentsv1alpha1.GooseAgent{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Agent.Name}, a); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionDegraded)
+		if cond == nil || cond.Reason != agentsv1alpha1.ReasonRuntimeMissing || !strings.Contains(cond.Message, "spec.extensions[filesystem].cmd npx") {
+			return fmt.Errorf("Degraded = %+v", cond)
+		}
+		return nil
+	})
+}
