@@ -62,8 +62,8 @@ const (
 	RuntimesDir = "/opt/goose-runtimes"
 	// ImagePath is the PATH of the goose image (Debian's default), which a
 	// PATH set for runtimes must keep.
-	ImagePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	AuthTokenDir    = "/var/run/adk2goose/auth"
+	ImagePath    = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	AuthTokenDir = "/var/run/adk2goose/auth"
 
 	// Keys of the generated Secret <agent>-adk2goose.
 	KeyGooseSecret  = "goose-secret-key"
