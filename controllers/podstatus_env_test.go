@@ -43,17 +43,7 @@ func TestPodProblemsReachConditions(t *testing.T) {
 	if err := e.Client.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	condition := func(typ string) (*metav1.Condition, error) {
-		a := &agentsv1alpha1.GooseAgent{}
-		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Agent.Name}, a); err != nil {
-			return nil, err
-		}
-		cond := meta.FindStatusCondition(a.Status.Conditions, typ)
-		if cond == nil {
-			return nil, fmt.Errorf("no %s condition", typ)
-		}
-		return cond, nil
-	}
+	condition := func(typ string) (*metav1.Condition, error) { return agentCondition(ns, c.Agent.Name, typ) }
 	eventually(t, timeout, "Ready=False/ImagePullFailed naming the container", func() error {
 		for _, typ := range []string{agentsv1alpha1.ConditionReady, agentsv1alpha1.ConditionDegraded} {
 			cond, err := condition(typ)
@@ -86,22 +76,33 @@ func TestPodProblemsReachConditions(t *testing.T) {
 // TestRuntimeMissingReachesConditions: a stdio extension run by npx with no
 // runtime providing npx (the official image has no node) is reported.
 func TestRuntimeMissingReachesConditions(t *testing.T) {
-	e := needEnv(t)
+	needEnv(t)
 	ns := newNamespace(t, "runtime")
 	startManager(t, harnessOpts{})
-	ctx := context.Background()
 	c := loadCase(t, "minimal")
 	c.Agent.Spec.Extensions = []agentsv1alpha1.ExtensionSpec{{Name: "filesystem", Type: agentsv1alpha1.ExtensionStdio, Cmd: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem"}}}
 	createCase(t, c, ns)
 	eventually(t, timeout, "Degraded=True/RuntimeMissing naming the extension", func() error {
-		a := &agentsv1alpha1.GooseAgent{}
-		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Agent.Name}, a); err != nil {
+		cond, err := agentCondition(ns, c.Agent.Name, agentsv1alpha1.ConditionDegraded)
+		if err != nil {
 			return err
 		}
-		cond := meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionDegraded)
-		if cond == nil || cond.Reason != agentsv1alpha1.ReasonRuntimeMissing || !strings.Contains(cond.Message, "spec.extensions[filesystem].cmd npx") {
+		if cond.Reason != agentsv1alpha1.ReasonRuntimeMissing || !strings.Contains(cond.Message, "spec.extensions[filesystem].cmd npx") {
 			return fmt.Errorf("Degraded = %+v", cond)
 		}
 		return nil
 	})
+}
+
+// agentCondition reads one condition of an agent from the apiserver.
+func agentCondition(ns, name, typ string) (*metav1.Condition, error) {
+	a := &agentsv1alpha1.GooseAgent{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, a); err != nil {
+		return nil, err
+	}
+	cond := meta.FindStatusCondition(a.Status.Conditions, typ)
+	if cond == nil {
+		return nil, fmt.Errorf("no %s condition", typ)
+	}
+	return cond, nil
 }

@@ -36,6 +36,19 @@ func kindsOf(frames []map[string]any) []string {
 	return out
 }
 
+// expectSetupNotifications reads send_session_setup_notifications' frames:
+// custom usage_update, stable usage_update, available_commands_update.
+func (c *rawClient) expectSetupNotifications() {
+	c.t.Helper()
+	var after []map[string]any
+	for range 3 {
+		after = append(after, c.recv())
+	}
+	if got := strings.Join(kindsOf(after), " "); got != "usage_update usage_update available_commands_update" {
+		c.t.Errorf("after the response: %s, want the setup notifications", got)
+	}
+}
+
 // dispatch.rs, NewSessionRequest handler: responder.respond(response), then
 // send_session_setup_notifications.
 func TestUpstreamSessionNewAnswersBeforeSetupNotifications(t *testing.T) {
@@ -48,13 +61,7 @@ func TestUpstreamSessionNewAnswersBeforeSetupNotifications(t *testing.T) {
 	if len(before) != 0 || res["result"] == nil {
 		t.Fatalf("frames before the session/new response: %v (response %v)", kindsOf(before), res)
 	}
-	var after []map[string]any
-	for range 3 {
-		after = append(after, c.recv())
-	}
-	if got := strings.Join(kindsOf(after), " "); got != "usage_update usage_update available_commands_update" {
-		t.Errorf("after the response: %s", got)
-	}
+	c.expectSetupNotifications()
 	c.ws.Close()
 }
 
@@ -76,13 +83,7 @@ func TestUpstreamSessionLoadAnswersBeforeSetupNotifications(t *testing.T) {
 	if got := strings.Join(kindsOf(before), " "); got != "user_message_chunk agent_message_chunk" {
 		t.Errorf("before the response: %s, want the history replay only", got)
 	}
-	var after []map[string]any
-	for range 3 {
-		after = append(after, c.recv())
-	}
-	if got := strings.Join(kindsOf(after), " "); got != "usage_update usage_update available_commands_update" {
-		t.Errorf("after the response: %s", got)
-	}
+	c.expectSetupNotifications()
 	c.ws.Close()
 }
 
