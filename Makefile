@@ -97,6 +97,20 @@ test-dockerfile: ## Check the Dockerfile's targets, stages and build steps again
 fuzz: ## Run every fuzz target for FUZZTIME each (default 20000x executions; a duration like 5m works too).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
+##@ Benchmarks
+
+AGENTS ?= 1000
+SECRETS ?= 5000
+
+.PHONY: bench-manager-memory
+bench-manager-memory: build ## Table of manager RSS/heap with AGENTS agents and SECRETS unrelated Secrets (MANAGERS=a,b compares binaries).
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go run ./hack/managermem --manager $(or $(MANAGERS),$(LOCALBIN)/manager) --agents $(AGENTS) --secrets $(SECRETS)
+
+LOAD_ARGS ?=
+.PHONY: load
+load: build ## Load bin/adk2goose with 2,000 concurrent /run_sse streams on the fake goose serve, 10 runs; prints a table (more flags: LOAD_ARGS="-streams 500 -runs 3").
+	go run ./hack/load -adk2goose $(LOCALBIN)/adk2goose $(LOAD_ARGS)
+
 ##@ Build
 
 .PHONY: build

@@ -16,11 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -29,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
@@ -48,8 +47,11 @@ type GooseAgentReconciler struct {
 	// cache has not seen the generated Secret yet, so a key is never
 	// generated twice.
 	APIReader client.Reader
-	Recorder  events.EventRecorder
-	Defaults  render.Defaults
+	// References reads the Secrets and ConfigMaps agents reference (values
+	// from the apiserver, changes from metadata-only watches).
+	References *references.Tracker
+	Recorder   events.EventRecorder
+	Defaults   render.Defaults
 	// GenerateToken returns a new random secret for a purpose (a key of the
 	// generated Secret). Nil uses 32 random bytes, hex-encoded.
 	GenerateToken func(purpose string) (string, error)
@@ -89,6 +91,16 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		}
 	}
 	opts := controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}
+	// Referenced Secrets and ConfigMaps are watched by metadata only; their
+	// values are read when an agent is rendered (package references).
+	secrets, err := r.References.Source(render.KindSecret, r.agentsReferencing(IndexSecretRefs))
+	if err != nil {
+		return err
+	}
+	configMaps, err := r.References.Source(render.KindConfigMap, r.agentsReferencing(IndexConfigMapRefs))
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Status-only updates (ours, the stats collector's) must not loop back.
 		For(&agentsv1alpha1.GooseAgent{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -97,21 +109,14 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Secret{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.agentsReferencing(IndexSecretRefs))).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.agentsReferencing(IndexConfigMapRefs))).
+		WatchesRawSource(secrets).
+		WatchesRawSource(configMaps).
 		// Pods belong to the StatefulSet, not the agent: their labels name it.
+		// The cache holds only agent pods (CacheOptions).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(agentOfPod)).
 		WithOptions(opts).
 		Named("gooseagent").
 		Complete(r)
-}
-
-// CacheByObject scopes the manager's cache: of all pods only the agents'
-// (the reconciler reads their status, the stats collector their addresses).
-func CacheByObject() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelName: render.AppName})},
-	}
 }
 
 // agentOfPod maps an agent pod to its GooseAgent by the instance label.
@@ -124,8 +129,8 @@ func agentOfPod(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 // agentsReferencing maps a Secret or ConfigMap to the agents that read it.
-func (r *GooseAgentReconciler) agentsReferencing(index string) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *GooseAgentReconciler) agentsReferencing(index string) handler.TypedMapFunc[*metav1.PartialObjectMetadata, reconcile.Request] {
+	return func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
 		var list agentsv1alpha1.GooseAgentList
 		if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
 			log.FromContext(ctx).Error(err, "failed to list GooseAgents referencing object", "index", index, "name", o.GetName())
@@ -187,7 +192,7 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 
 	if obs.sts != nil {
-		// The cache holds only agent pods (CacheByObject).
+		// The cache holds only agent pods (CacheOptions).
 		var pods corev1.PodList
 		if err := r.Client.List(ctx, &pods, client.InNamespace(a.Namespace), client.MatchingLabels(render.SelectorLabels(a))); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to list pods: %w", err)
@@ -242,39 +247,7 @@ func (r *GooseAgentReconciler) desired(ctx context.Context, a *agentsv1alpha1.Go
 
 func (r *GooseAgentReconciler) lookup(ctx context.Context, ns string) render.Lookup {
 	return func(kind render.RefKind, name string) (map[string]string, bool, error) {
-		key := client.ObjectKey{Namespace: ns, Name: name}
-		switch kind {
-		case render.KindSecret:
-			s := &corev1.Secret{}
-			if err := r.Client.Get(ctx, key, s); err != nil {
-				if apierrors.IsNotFound(err) {
-					return nil, false, nil
-				}
-				return nil, false, err
-			}
-			out := make(map[string]string, len(s.Data))
-			for k, v := range s.Data {
-				out[k] = string(v)
-			}
-			return out, true, nil
-		case render.KindConfigMap:
-			cm := &corev1.ConfigMap{}
-			if err := r.Client.Get(ctx, key, cm); err != nil {
-				if apierrors.IsNotFound(err) {
-					return nil, false, nil
-				}
-				return nil, false, err
-			}
-			out := make(map[string]string, len(cm.Data)+len(cm.BinaryData))
-			for k, v := range cm.Data {
-				out[k] = v
-			}
-			for k, v := range cm.BinaryData {
-				out[k] = string(v)
-			}
-			return out, true, nil
-		}
-		return nil, false, fmt.Errorf("unknown reference kind %q", kind)
+		return r.References.Read(ctx, kind, ns, name)
 	}
 }
 

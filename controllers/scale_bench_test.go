@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/render"
@@ -29,16 +27,7 @@ import (
 //	KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go test ./controllers/ -run '^$' -bench Scale -benchtime 1x
 func BenchmarkScale(b *testing.B) {
 	needEnv(b)
-	// envtest's default service range is a /24: it runs out of ClusterIPs at
-	// about 250 agents, so the benchmark brings its own control plane.
-	big := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: env.Assets,
-		Scheme:                env.Scheme,
-	}
-	big.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
-	cfg, err := big.Start()
+	big, err := testenv.New(testenv.WideServiceRange())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,12 +36,8 @@ func BenchmarkScale(b *testing.B) {
 			b.Errorf("failed to stop envtest: %v", err)
 		}
 	}()
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
 	shared := env
-	env = &testenv.Env{Config: cfg, Client: c, Scheme: shared.Scheme, Assets: shared.Assets}
+	env = big
 	defer func() { env = shared }()
 	n := 500
 	if v, err := strconv.Atoi(os.Getenv("BENCH_AGENTS")); err == nil && v > 0 {

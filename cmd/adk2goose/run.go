@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/adk2goose/goose-operator/internal/secretfile"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
@@ -32,7 +34,9 @@ type options struct {
 	peersHost, podIP                                     string
 	insecureNoAuth                                       bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
-	confirmationTimeout                                  time.Duration
+	confirmationTimeout, gooseIdleTimeout                time.Duration
+	bodyReadTimeout, turnWait                            time.Duration
+	maxMessageBody, maxOtherBody                         int64
 
 	gooseSecretEnv string // GOOSE_SERVER__SECRET_KEY, env only: never a flag (it would show in ps)
 }
@@ -43,6 +47,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs := flag.NewFlagSet("adk2goose", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var errs []error
+	var parsed []func() error // sizes: flag or env, checked after Parse
 	str := func(p *string, name, env, def, usage string) {
 		if v := getenv(env); v != "" {
 			def = v
@@ -70,6 +75,24 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		}
 		fs.BoolVar(p, name, def, usage+" (env "+env+")")
 	}
+	size := func(p *int64, name, env string, def int64, usage string) {
+		s := humanize.IBytes(uint64(def))
+		if v := getenv(env); v != "" {
+			s = v
+		}
+		fs.Func(name, fmt.Sprintf("%s (default %s; env %s)", usage, humanize.IBytes(uint64(def)), env), func(v string) error {
+			s = v
+			return nil
+		})
+		parsed = append(parsed, func() error {
+			n, err := humanize.ParseBytes(s)
+			if err != nil || n == 0 || n > 1<<40 {
+				return fmt.Errorf("failed to parse %s %q: want a size such as 5MiB", name, s)
+			}
+			*p = int64(n)
+			return nil
+		})
+	}
 	str(&o.listen, "listen", "ADK2GOOSE_LISTEN", ":8080", "address to serve on")
 	str(&o.publicBaseURL, "public-base-url", "ADK2GOOSE_PUBLIC_BASE_URL", "", "URL clients reach this server at, used in the A2A agent card (default http://<listen host, or localhost>:<listen port>)")
 	str(&o.appName, "app-name", "ADK2GOOSE_APP_NAME", "goose", "ADK app and agent name")
@@ -86,13 +109,23 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.activeWindow, "active-window", "ADK2GOOSE_ACTIVE_WINDOW", 10*time.Minute, "a session used within this window counts as active in /stats")
 	dur(&o.sseWriteTimeout, "sse-write-timeout", "ADK2GOOSE_SSE_WRITE_TIMEOUT", 10*time.Minute, "longest /run_sse response")
 	dur(&o.confirmationTimeout, "confirmation-timeout", "ADK2GOOSE_CONFIRMATION_TIMEOUT", 10*time.Minute, "how long a goose tool approval waits for the ADK client's answer before it is denied")
+	dur(&o.gooseIdleTimeout, "goose-idle-timeout", "ADK2GOOSE_GOOSE_IDLE_TIMEOUT", 10*time.Minute, "goose serve: close a session's own goose connection after it ran no reply for this long (goose then stops the session's extensions; the next turn reconnects)")
 	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, how long open streams may finish before they are ended")
+	size(&o.maxMessageBody, "max-message-body", "ADK2GOOSE_MAX_MESSAGE_BODY", server.DefaultMaxMessageBytes, "largest body of /run, /run_sse and A2A requests (a user message); larger ones get 413")
+	size(&o.maxOtherBody, "max-other-body", "ADK2GOOSE_MAX_OTHER_BODY", server.DefaultMaxOtherBytes, "largest body of every other route (session create, PATCH); larger ones get 413")
+	dur(&o.bodyReadTimeout, "body-read-timeout", "ADK2GOOSE_BODY_READ_TIMEOUT", server.DefaultBodyReadTimeout, "longest time a request body may take to arrive; slower ones get 408")
+	dur(&o.turnWait, "turn-wait", "ADK2GOOSE_TURN_WAIT", server.DefaultTurnWait, "how long a request waits for a session busy with another turn before it gets 409")
 	str(&o.peersHost, "peers-host", "ADK2GOOSE_PEERS_HOST", "", "DNS name whose addresses are this agent's sidecars (its headless Service); requests for a session another pod owns are forwarded there. Empty: one replica, no forwarding")
 	str(&o.podIP, "pod-ip", "POD_IP", "", "this pod's IP, so peer lookups skip it")
 	str(&o.logLevel, "log-level", "ADK2GOOSE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "ADK2GOOSE_LOG_FORMAT", "json", "json or text")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	for _, p := range parsed {
+		if err := p(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -107,6 +140,12 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	case "auto", "approve", "smart_approve", "chat":
 	default:
 		return nil, fmt.Errorf("unknown goose mode %q: want auto, approve, smart_approve or chat", o.gooseMode)
+	}
+	if o.turnWait <= 0 {
+		return nil, fmt.Errorf("turn wait must be positive, got %s", o.turnWait)
+	}
+	if o.bodyReadTimeout <= 0 {
+		return nil, fmt.Errorf("body read timeout must be positive, got %s", o.bodyReadTimeout)
 	}
 	if o.confirmationTimeout <= 0 {
 		return nil, fmt.Errorf("confirmation timeout must be positive, got %s", o.confirmationTimeout)
@@ -167,7 +206,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	case goose.FlavorGoosed:
 		backend, err = rest.New(rest.Config{URL: o.gooseURL, SecretKey: secret})
 	default:
-		backend, err = acp.New(acp.Config{URL: o.gooseURL, SecretKey: secret, ClientName: "adk2goose", ClientVersion: version, Logger: log})
+		backend, err = acp.New(acp.Config{URL: o.gooseURL, SecretKey: secret, ClientName: "adk2goose", ClientVersion: version, Logger: log,
+			IdleTimeout: o.gooseIdleTimeout})
 	}
 	if err != nil {
 		return fmt.Errorf("failed to create goose client: %w", err)
@@ -208,6 +248,10 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		ActiveWindow:        o.activeWindow,
 		SSEWriteTimeout:     o.sseWriteTimeout,
 		ConfirmationTimeout: o.confirmationTimeout,
+		MaxMessageBytes:     o.maxMessageBody,
+		MaxOtherBodyBytes:   o.maxOtherBody,
+		BodyReadTimeout:     o.bodyReadTimeout,
+		TurnWait:            o.turnWait,
 		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir, Mode: o.gooseMode},
 		Peers:               peers,
 		Logger:              log,

@@ -134,17 +134,32 @@ func TestParse(t *testing.T) {
 	if err != nil || o.peersHost != "b-headless.ns.svc" || o.podIP != "10.0.0.8" {
 		t.Fatalf("%v %+v", err, o)
 	}
+	// Body limits: defaults, env, then flags over env; sizes in any unit.
+	o, err = parse([]string{"-insecure-no-auth"}, envMap(nil), io.Discard)
+	if err != nil || o.maxMessageBody != 5<<20 || o.maxOtherBody != 1<<20 || o.bodyReadTimeout != 30*time.Second || o.turnWait != time.Minute {
+		t.Fatalf("default limits: %v %+v", err, o)
+	}
+	o, err = parse([]string{"-insecure-no-auth", "-max-message-body", "2MiB"}, envMap(map[string]string{
+		"ADK2GOOSE_MAX_MESSAGE_BODY": "9MiB", "ADK2GOOSE_MAX_OTHER_BODY": "64KiB", "ADK2GOOSE_BODY_READ_TIMEOUT": "5s",
+	}), io.Discard)
+	if err != nil || o.maxMessageBody != 2<<20 || o.maxOtherBody != 64<<10 || o.bodyReadTimeout != 5*time.Second {
+		t.Fatalf("limits from env and flags: %v %+v", err, o)
+	}
 	for name, c := range map[string]struct {
 		args []string
 		env  map[string]string
 	}{
-		"no auth":     {nil, nil},
-		"bad flavor":  {[]string{"-insecure-no-auth", "-goose-flavor", "x"}, nil},
-		"bad env dur": {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DRAIN_TIMEOUT": "soon"}},
-		"bad flag":    {[]string{"-nope"}, nil},
-		"extra arg":   {[]string{"-insecure-no-auth", "x"}, nil},
-		"bad mode":    {[]string{"-insecure-no-auth", "-goose-mode", "yolo"}, nil},
-		"no timeout":  {[]string{"-insecure-no-auth", "-confirmation-timeout", "0s"}, nil},
+		"bad size flag":   {[]string{"-insecure-no-auth", "-max-message-body", "lots"}, nil},
+		"zero size":       {[]string{"-insecure-no-auth", "-max-other-body", "0"}, nil},
+		"bad size env":    {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_MAX_OTHER_BODY": "-1"}},
+		"no read timeout": {[]string{"-insecure-no-auth", "-body-read-timeout", "0s"}, nil},
+		"no auth":         {nil, nil},
+		"bad flavor":      {[]string{"-insecure-no-auth", "-goose-flavor", "x"}, nil},
+		"bad env dur":     {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DRAIN_TIMEOUT": "soon"}},
+		"bad flag":        {[]string{"-nope"}, nil},
+		"extra arg":       {[]string{"-insecure-no-auth", "x"}, nil},
+		"bad mode":        {[]string{"-insecure-no-auth", "-goose-mode", "yolo"}, nil},
+		"no timeout":      {[]string{"-insecure-no-auth", "-confirmation-timeout", "0s"}, nil},
 	} {
 		if _, err := parse(c.args, envMap(c.env), io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)

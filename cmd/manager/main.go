@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -24,6 +23,7 @@ import (
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers"
+	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
 )
@@ -140,15 +140,19 @@ func run(ctx context.Context, args []string) error {
 		// The manager exits right after losing the lease, so a new leader can
 		// start without waiting for this one's reconciles to drain.
 		LeaderElectionReleaseOnCancel: true,
-		// Only agent pods are read: cache just those, not every pod of the cluster.
-		Cache: cache.Options{ByObject: controllers.CacheByObject()},
+		Cache:                         controllers.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
+	refs, err := references.ForManager(mgr)
+	if err != nil {
+		return err
+	}
 	r := &controllers.GooseAgentReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
+		References:              refs,
 		Recorder:                mgr.GetEventRecorder("goose-operator"),
 		Defaults:                render.Defaults{GooseImage: o.gooseImage, SidecarImage: o.sidecarImage},
 		MaxConcurrentReconciles: o.concurrency,
@@ -161,10 +165,11 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("failed to register stats metrics: %w", err)
 	}
 	sr := &stats.Reconciler{
-		Client:    mgr.GetClient(),
-		Collector: stats.New(stats.Options{Timeout: o.statsTimeout, MaxConcurrent: o.statsConcurrency}),
-		Interval:  o.statsInterval,
-		Metrics:   statsMetrics,
+		Client:     mgr.GetClient(),
+		References: refs,
+		Collector:  stats.New(stats.Options{Timeout: o.statsTimeout, MaxConcurrent: o.statsConcurrency}),
+		Interval:   o.statsInterval,
+		Metrics:    statsMetrics,
 	}
 	if err := sr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up GooseAgent stats controller: %w", err)

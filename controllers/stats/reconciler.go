@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
@@ -41,8 +41,10 @@ const maxStaleMessage = 1024
 // Reconciler keeps every GooseAgent's session and token figures current by
 // polling its pods' sidecars every Interval.
 type Reconciler struct {
-	Client    client.Client
-	Collector *Collector
+	Client client.Client
+	// References reads the sidecar token, remembered until its Secret changes.
+	References *references.Tracker
+	Collector  *Collector
 	// Interval between polls of one agent. Default DefaultInterval.
 	Interval time.Duration
 	// PodURL builds a ready pod's /stats URL. Default: http://<podIP>:<port>/stats.
@@ -124,11 +126,14 @@ func (r *Reconciler) token(ctx context.Context, a *agentsv1alpha1.GooseAgent) (s
 	if ref := a.Spec.Sidecar.Auth.TokenSecretRef; ref != nil {
 		name, key = ref.Name, ref.Key
 	}
-	var s corev1.Secret
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: name}, &s); err != nil {
+	v, found, err := r.References.ReadKey(ctx, render.KindSecret, a.Namespace, name, key)
+	if err != nil {
 		return "", fmt.Errorf("failed to read sidecar token from Secret %s: %w", name, err)
 	}
-	t := strings.TrimSpace(string(s.Data[key]))
+	if !found {
+		return "", fmt.Errorf("failed to read sidecar token: Secret %s or its key %q not found", name, key)
+	}
+	t := strings.TrimSpace(v)
 	if t == "" {
 		return "", fmt.Errorf("failed to read sidecar token: Secret %s has no key %q", name, key)
 	}

@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers"
+	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
 	"github.com/adk2goose/goose-operator/internal/testenv"
@@ -197,10 +199,11 @@ func newFixture(t *testing.T, replicas int) *fixture {
 		t.Fatal(err)
 	}
 	f.rec = &stats.Reconciler{
-		Client:    counted,
-		Collector: stats.New(stats.Options{Timeout: time.Second}),
-		Interval:  time.Minute,
-		Metrics:   m,
+		Client:     counted,
+		References: startReferences(t, counting),
+		Collector:  stats.New(stats.Options{Timeout: time.Second}),
+		Interval:   time.Minute,
+		Metrics:    m,
 		PodURL: func(p *corev1.Pod, _ int32) string {
 			if s, ok := f.sidecars[p.Name]; ok {
 				return s.statsURL()
@@ -209,6 +212,30 @@ func newFixture(t *testing.T, replicas int) *fixture {
 		},
 	}
 	return f
+}
+
+// startReferences runs a reference tracker, as the manager would, until the
+// test ends.
+func startReferences(t *testing.T, direct client.Reader) *references.Tracker {
+	t.Helper()
+	env := sharedEnv(t)
+	refs, err := references.New(env.Config, env.Scheme, direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- refs.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("reference tracker: %v", err)
+		}
+	})
+	if !refs.WaitForCacheSync(ctx) {
+		t.Fatal("reference tracker did not sync")
+	}
+	return refs
 }
 
 func (f *fixture) createReadyPod(name string) {
@@ -357,8 +384,17 @@ func TestMissingTokenKeepsFiguresAndSaysWhy(t *testing.T) {
 		Namespace: f.agent.Namespace, Name: render.SecretName(f.agent)}}); err != nil {
 		t.Fatal(err)
 	}
-	f.reconcile()
-	st := f.status()
+	// The token is remembered until the watch reports the deletion: poll
+	// until it has (bounded), then check that the figures were kept.
+	var st agentsv1alpha1.GooseAgentStatus
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		f.reconcile()
+		st = f.status()
+		if c := condition(st); c != nil && c.Reason == agentsv1alpha1.ReasonStatsStale || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if st.Sessions != known.Sessions || st.Tokens != known.Tokens {
 		t.Fatalf("figures changed without a token: %+v %+v", st.Sessions, st.Tokens)
 	}
@@ -372,8 +408,11 @@ func TestMissingTokenKeepsFiguresAndSaysWhy(t *testing.T) {
 func TestManagerPollsOnInterval(t *testing.T) {
 	f := newFixture(t, 1)
 	env := sharedEnv(t)
-	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: controllers.CacheOptions()})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if f.rec.References, err = references.ForManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	const interval = 300 * time.Millisecond

@@ -53,9 +53,21 @@ func Scheme() *runtime.Scheme {
 // ErrNoAssets means KUBEBUILDER_ASSETS is unset, so no control plane can start.
 var ErrNoAssets = errors.New("KUBEBUILDER_ASSETS is not set: `make test` builds the envtest binaries and sets it")
 
+// Option changes how New starts the control plane.
+type Option func(*envtest.Environment)
+
+// WideServiceRange gives Services a /16 instead of envtest's /24, which runs
+// out of ClusterIPs at about 250 agents. 198.19.0.0/16 is reserved for
+// benchmarking and never routed, and no packet is ever sent to it here.
+func WideServiceRange() Option {
+	return func(e *envtest.Environment) {
+		e.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "198.19.0.0/16")
+	}
+}
+
 // New starts a control plane with the CRDs of config/crd/bases installed.
 // Call Stop when done. It returns ErrNoAssets without KUBEBUILDER_ASSETS.
-func New() (*Env, error) {
+func New(opts ...Option) (*Env, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return nil, ErrNoAssets
@@ -66,6 +78,9 @@ func New() (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		Scheme:                scheme,
+	}
+	for _, o := range opts {
+		o(env)
 	}
 	cfg, err := env.Start()
 	if err != nil {

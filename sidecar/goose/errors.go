@@ -21,7 +21,20 @@ var (
 	ErrUnsupported = errors.New("not supported by this goose server")
 	// ErrStreamBroken: the reply stream ended before goose finished it.
 	ErrStreamBroken = errors.New("goose reply stream ended early")
+	// ErrMessageTooLarge: a message is over a size limit, either a user
+	// message too large to send (see DefaultMaxMessageBytes) or a message
+	// from goose too large to read. Only the call or reply it belongs to fails.
+	ErrMessageTooLarge = errors.New("message over the size limit")
 )
+
+// DefaultMaxMessageBytes caps a user message, measured as the JSON string
+// goose receives (escapes included). goose serve drops the whole WebSocket on
+// a frame over 16 MiB (tungstenite's default, goose#10751), and whatever goose
+// later sends back containing the message (a session/load replay, an echo)
+// must fit the 10 MiB line acp-go-sdk reads. 8 MiB stays under both, with
+// room for the envelope. goosed accepts more (50 MiB bodies) but the same cap
+// keeps the flavours alike.
+const DefaultMaxMessageBytes = 8 << 20
 
 // AgentError is an error goose itself reported for a reply (a REST `Error`
 // event, an ACP JSON-RPC error to session/prompt).

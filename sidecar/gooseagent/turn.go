@@ -507,6 +507,10 @@ func errorCode(err error) string {
 		return ErrorCodeRateLimited
 	case errors.Is(err, goose.ErrStreamBroken):
 		return ErrorCodeStreamBroken
+	case errors.Is(err, goose.ErrMessageTooLarge):
+		// A user message over the goose client's cap (an oversized message
+		// from goose broke the stream and is reported as that, above).
+		return ErrorCodeBadRequest
 	case errors.Is(err, goose.ErrUnsupported):
 		return ErrorCodeUnsupported
 	case errors.Is(err, context.DeadlineExceeded):

@@ -63,8 +63,7 @@ func (r *Router) serveList(w http.ResponseWriter, req *http.Request, user string
 	_, _ = w.Write(b)
 }
 
-// peerLists fetches the same list from every peer, with the caller's
-// credentials.
+// peerLists fetches the same list from every peer.
 func (r *Router) peerLists(req *http.Request, peers []string) (lists [][]json.RawMessage, failed int) {
 	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.LookupTimeout)
 	defer cancel()
@@ -97,10 +96,7 @@ func (r *Router) peerList(ctx context.Context, in *http.Request, peer string) ([
 	if err != nil {
 		return nil, fmt.Errorf("failed to build session list request: %w", err)
 	}
-	req.Header.Set(HopHeader, "1")
-	if a := in.Header.Get("Authorization"); a != "" {
-		req.Header.Set("Authorization", a)
-	}
+	r.hop(req)
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("failed to list sessions: %w", err)

@@ -109,7 +109,8 @@ type Config struct {
 	A2APaths []string
 	Owner    Owner
 	Peers    Peers
-	// Token authenticates owner queries; the agent's sidecars share it.
+	// Token authenticates everything sent to peers (owner queries, forwarded
+	// requests, session lists); the agent's sidecars share it.
 	Token string
 	// MaxBodyBytes bounds the bodies read to find a key. Larger requests
 	// are served locally, which rejects them.
@@ -150,7 +151,7 @@ func New(cfg Config) *Router {
 			target := pr.In.Context().Value(peerKey{}).(*url.URL)
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host
-			pr.Out.Header.Set(HopHeader, "1")
+			r.hop(pr.Out)
 			// This pod already answered CORS; the peer would add its headers a
 			// second time, which browsers reject.
 			pr.Out.Header.Del("Origin")
@@ -268,10 +269,7 @@ func (r *Router) ask(ctx context.Context, peer *url.URL, k Key) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("failed to build owner query: %w", err)
 	}
-	req.Header.Set(HopHeader, "1")
-	if r.cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.cfg.Token)
-	}
+	r.hop(req)
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return false, fmt.Errorf("failed to query owner: %w", err)
@@ -284,6 +282,20 @@ func (r *Router) ask(ctx context.Context, peer *url.URL, k Key) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("failed to query owner: %s", resp.Status)
+}
+
+// hop marks out as sent by a peer and authenticates it with the agent's
+// token. This pod has already checked the client's credentials, in whichever
+// form they came (a bearer header, X-API-Key, or the api_key query parameter
+// that was stripped before forwarding), so the peer is shown one form that
+// always survives the hop instead of the client's.
+func (r *Router) hop(out *http.Request) {
+	out.Header.Set(HopHeader, "1")
+	if r.cfg.Token == "" {
+		return
+	}
+	out.Header.Del("X-API-Key")
+	out.Header.Set("Authorization", "Bearer "+r.cfg.Token)
 }
 
 // OwnerHandler serves OwnerPath from o.

@@ -80,9 +80,11 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 			AfterEventCallback:   captureUsage,
 			AfterExecuteCallback: attachUsage,
 		}),
-		stop:    s.stop,
-		control: s.control,
-		appName: s.cfg.AppName,
+		stop:     s.stop,
+		control:  s.control,
+		appName:  s.cfg.AppName,
+		turns:    s.turns,
+		turnWait: s.cfg.TurnWait,
 	}
 	// The task store a2asrv would make by default, kept to answer peers'
 	// owner queries.
@@ -105,6 +107,10 @@ type drainingExecutor struct {
 	// approval, which no running execution owns.
 	control *gooseagent.Controller
 	appName string
+	// turns gives an execution its context's session turn, as REST runs
+	// get theirs (turnGate).
+	turns    *turnGate
+	turnWait time.Duration
 }
 
 // pick chooses the executor by the A2A method that started the execution.
@@ -122,7 +128,20 @@ var (
 
 func (d *drainingExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return d.track(ctx, func(ctx context.Context) iter.Seq2[a2a.Event, error] {
-		return progressAsStatus(d.pick(ctx).Execute(context.WithValue(ctx, usageKey{}, &usageHolder{}), ec))
+		return func(yield func(a2a.Event, error) bool) {
+			key := gooseagent.SessionKey{AppName: d.appName, UserID: a2aUserID(ctx, ec), SessionID: ec.ContextID}
+			release, err := d.turns.acquire(ctx, key, d.turnWait)
+			if err != nil {
+				yield(nil, fmt.Errorf("failed to start a turn in context %s: %w", ec.ContextID, err))
+				return
+			}
+			defer release()
+			for ev, err := range progressAsStatus(d.pick(ctx).Execute(context.WithValue(ctx, usageKey{}, &usageHolder{}), ec)) {
+				if !yield(ev, err) {
+					return
+				}
+			}
+		}
 	})
 }
 

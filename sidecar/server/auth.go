@@ -55,6 +55,10 @@ func authenticate(next http.Handler, token string, log *slog.Logger) http.Handle
 		}
 		log.Info("unauthorized request", "path", r.URL.Path, "method", r.Method, "reason", reason, "via", how)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="adk2goose"`)
+		if hasBody(r) {
+			// Answer now; net/http would first drain what the client sends.
+			w.Header().Set("Connection", "close")
+		}
 		writeJSON(w, http.StatusUnauthorized, map[string]string{
 			"error":  "unauthorized",
 			"detail": reason + ": send the token as 'Authorization: Bearer <token>', 'X-API-Key: <token>' or the api_key query parameter",

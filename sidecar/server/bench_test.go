@@ -45,15 +45,16 @@ import (
 // ratios to direct. Everything (fake goose, proxy or sidecar, clients)
 // shares one process, so memory and CPU are compared as differences between
 // paths. On a shared machine the wall-clock figures move with other load;
-// CPU per reply moves much less. -stream-history=N first stores N events of
+// CPU per reply moves much less. -stream-concurrency=N sets the streams in
+// flight at once (default 50). -stream-history=N first stores N events of
 // earlier sessions (default 0: an empty session database). Run: go test -run '^$' -bench StreamPaths -benchtime 1x ./sidecar/server/
 func BenchmarkStreamPaths(b *testing.B) {
 	const (
-		deltas      = 100 // text events per reply
-		streams     = 200 // replies per throughput phase
-		concurrency = 50
-		held        = 1000 // streams open at once for the memory phase
+		deltas  = 100  // text events per reply
+		streams = 200  // replies per throughput phase
+		held    = 1000 // streams open at once for the memory phase
 	)
+	concurrency := *benchConcurrency
 	script := func(_ string, text string) goosetest.Reply {
 		if text == "hold" {
 			// Held until the phase cancels it: a stream that finished while
@@ -282,6 +283,8 @@ func BenchmarkStreamPaths(b *testing.B) {
 		rate(f)/rate(a), f.bytesPerStream/a.bytesPerStream, ratio(f.cpu, a.cpu))
 	fmt.Fprint(os.Stdout, out.String())
 }
+
+var benchConcurrency = flag.Int("stream-concurrency", 50, "BenchmarkStreamPaths: replies streamed at once in the throughput phase")
 
 var benchHistory = flag.Int("stream-history", 0,
 	"BenchmarkStreamPaths: events of earlier sessions stored before measuring, as on a sidecar that has served for a while")

@@ -280,6 +280,7 @@ func TestRESTConfirmationRejectsBadAnswers(t *testing.T) {
 			b, obs := startObserved(t, fl.name, approvalScript)
 			sc := startSidecar(t, b, t.TempDir(), approveMode)
 			sc.createSession("u", "s")
+			sc.createSession("u", "other")
 			_, frames := sc.runSSE(runBody("u", "s", "delete x", true))
 			id := confirmationFrame(t, frames)
 			_, before := sc.history("u", "s")

@@ -134,6 +134,14 @@ func (s *sidecar) do(method, path string, body any) (int, []byte) {
 
 func (s *sidecar) doWith(method, path string, body any, hdr map[string]string) (int, []byte) {
 	s.t.Helper()
+	resp, out := s.exchange(method, path, body, hdr)
+	return resp.StatusCode, out
+}
+
+// exchange sends a request (a string body as is, anything else as JSON)
+// and returns the response, its body read whole.
+func (s *sidecar) exchange(method, path string, body any, hdr map[string]string) (*http.Response, []byte) {
+	s.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -165,7 +173,7 @@ func (s *sidecar) doWith(method, path string, body any, hdr map[string]string) (
 	if err != nil {
 		s.t.Fatalf("%s %s: read: %v", method, path, err)
 	}
-	return resp.StatusCode, out
+	return resp, out
 }
 
 // sseFrame is one /run_sse frame.

@@ -55,9 +55,14 @@ type RunRequest struct {
 // dropped, and an error naming the problem when the body cannot be a run
 // request.
 func NormalizeRunRequest(body []byte) (out []byte, dropped []string, err error) {
+	_, out, dropped, err = normalizeRunRequest(body)
+	return out, dropped, err
+}
+
+func normalizeRunRequest(body []byte) (req RunRequest, out []byte, dropped []string, err error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
-		return nil, nil, errors.New("body must be a JSON object")
+		return req, nil, nil, errors.New("body must be a JSON object")
 	}
 	canon := map[string]json.RawMessage{}
 	for k, v := range raw {
@@ -74,45 +79,44 @@ func NormalizeRunRequest(body []byte) (out []byte, dropped []string, err error) 
 	}
 	slices.Sort(dropped)
 
-	var req RunRequest
 	for _, f := range []struct {
 		name string
 		dst  *string
 	}{{"appName", &req.AppName}, {"userId", &req.UserID}, {"sessionId", &req.SessionID}} {
 		v, ok := canon[f.name]
 		if !ok || string(v) == "null" {
-			return nil, dropped, fmt.Errorf("%s is required", f.name)
+			return req, nil, dropped, fmt.Errorf("%s is required", f.name)
 		}
 		if err := json.Unmarshal(v, f.dst); err != nil || *f.dst == "" {
-			return nil, dropped, fmt.Errorf("%s must be a non-empty string", f.name)
+			return req, nil, dropped, fmt.Errorf("%s must be a non-empty string", f.name)
 		}
 	}
 	msg, ok := canon["newMessage"]
 	if !ok || string(msg) == "null" {
-		return nil, dropped, errors.New("newMessage is required")
+		return req, nil, dropped, errors.New("newMessage is required")
 	}
 	req.NewMessage, err = decodeContent(msg)
 	if err != nil {
-		return nil, dropped, fmt.Errorf("newMessage: %w", err)
+		return req, nil, dropped, fmt.Errorf("newMessage: %w", err)
 	}
 	if v, ok := canon["streaming"]; ok && string(v) != "null" {
 		req.Streaming, err = decodeBool(v)
 		if err != nil {
-			return nil, dropped, fmt.Errorf("streaming: %w", err)
+			return req, nil, dropped, fmt.Errorf("streaming: %w", err)
 		}
 	}
 	if v, ok := canon["stateDelta"]; ok && string(v) != "null" {
 		var m map[string]any
 		if err := json.Unmarshal(v, &m); err != nil {
-			return nil, dropped, errors.New("stateDelta must be an object")
+			return req, nil, dropped, errors.New("stateDelta must be an object")
 		}
 		req.StateDelta = &m
 	}
 	out, err = json.Marshal(req)
 	if err != nil {
-		return nil, dropped, fmt.Errorf("failed to encode run request: %w", err)
+		return req, nil, dropped, fmt.Errorf("failed to encode run request: %w", err)
 	}
-	return out, dropped, nil
+	return req, out, dropped, nil
 }
 
 func decodeContent(v json.RawMessage) (*genai.Content, error) {
@@ -180,55 +184,36 @@ func decodeBool(v json.RawMessage) (bool, error) {
 	return false, errors.New("must be a boolean")
 }
 
-// runCheck vets a normalised run request before adkrest runs it; a non-nil
-// *httpError is answered instead.
-type runCheck func(*RunRequest) *httpError
-
-// httpError is a JSON error answer: {"error": msg, "code": code}.
-type httpError struct {
-	status    int
-	code, msg string
-}
+// runGuard serves a normalised run request: it answers the request itself
+// (a client mistake, a busy session) or passes it on to next.
+type runGuard func(w http.ResponseWriter, r *http.Request, req *RunRequest, next http.Handler)
 
 // lenient normalises /run and /run_sse bodies before adkrest sees them, then
-// lets check reject them.
-func lenient(next http.Handler, maxBytes int64, check runCheck) http.Handler {
+// hands them to guard. Bodies come read and bounded (bodyLimits.buffer).
+func lenient(next http.Handler, guard runGuard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := strings.TrimSuffix(r.URL.Path, "/")
 		if r.Method != http.MethodPost || (p != "/run" && p != "/run_sse") {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("request body larger than %d bytes", maxBytes)})
+		body, ok := bodyBytes(r)
+		if !ok {
+			var err error
+			if body, err = io.ReadAll(r.Body); err != nil {
+				writeJSONError(w, r, http.StatusBadRequest, codeBadRequest, "failed to read request body: "+err.Error())
 				return
 			}
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "failed to read request body: " + err.Error()})
-			return
 		}
-		norm, _, err := NormalizeRunRequest(body)
+		req, norm, _, err := normalizeRunRequest(body)
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid run request: " + err.Error()})
+			writeJSONError(w, r, http.StatusBadRequest, codeBadRequest, "invalid run request: "+err.Error())
 			return
-		}
-		if check != nil {
-			var req RunRequest
-			if err := json.Unmarshal(norm, &req); err != nil {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid run request: " + err.Error()})
-				return
-			}
-			if he := check(&req); he != nil {
-				writeJSON(w, he.status, map[string]string{"error": he.msg, "code": he.code})
-				return
-			}
 		}
 		r.Body = io.NopCloser(bytes.NewReader(norm))
 		r.ContentLength = int64(len(norm))
 		r.Header.Set("Content-Length", strconv.Itoa(len(norm)))
-		next.ServeHTTP(w, r)
+		guard(w, r, &req, next)
 	})
 }
 

@@ -346,3 +346,92 @@ func (s *sidecar) get(t *testing.T, path string) *http.Response {
 	_ = resp.Body.Close()
 	return resp
 }
+
+// TestReplicasEveryTokenForm: a request authenticated by any accepted token
+// form reaches the pod that owns its session, whose own auth check then
+// passes (the api_key query parameter is stripped before forwarding, so the
+// hop must authenticate itself).
+func TestReplicasEveryTokenForm(t *testing.T) {
+	rs := startReplicaSet(t)
+	rs.pods[0].createSession("u", "owned-by-0")
+	via := rs.pods[1]
+	forms := []struct {
+		name  string
+		hdr   map[string]string
+		query string
+	}{
+		{"bearer", map[string]string{"Authorization": "Bearer " + testToken}, ""},
+		{"x-api-key", map[string]string{"X-API-Key": testToken}, ""},
+		{"api_key query", nil, "?api_key=" + testToken},
+	}
+	for i, f := range forms {
+		t.Run(f.name, func(t *testing.T) {
+			code, body := via.doWith(http.MethodGet, "/apps/goose/users/u/sessions/owned-by-0"+f.query, nil, f.hdr)
+			if code != http.StatusOK || !strings.Contains(string(body), `"id":"owned-by-0"`) {
+				t.Fatalf("GET session through the other pod: %d %s", code, body)
+			}
+			code, body = via.doWith(http.MethodPost, "/run_sse"+f.query, runBody("u", "owned-by-0", fmt.Sprint("form ", i), true), f.hdr)
+			if code != http.StatusOK || !strings.Contains(string(body), fmt.Sprintf(`"text":"echo: form %d"`, i)) {
+				t.Fatalf("/run_sse through the other pod: %d %s", code, body)
+			}
+			code, body = via.doWith(http.MethodPost, server.A2APathV03+f.query, map[string]any{
+				"jsonrpc": "2.0", "id": 1, "method": "message/send",
+				"params": map[string]any{"message": map[string]any{
+					"kind": "message", "messageId": fmt.Sprint("m", i), "role": "user", "contextId": "ctx-on-0",
+					"parts": []any{map[string]any{"kind": "text", "text": "a2a"}},
+				}},
+			}, f.hdr)
+			if code != http.StatusOK || strings.Contains(string(body), `"error"`) {
+				t.Fatalf("A2A message through the other pod: %d %s", code, body)
+			}
+			resp := listVia(t, via, f.hdr, f.query)
+			if resp.partial != "" || !resp.ids["owned-by-0"] {
+				t.Fatalf("session list through the other pod: partial %q, ids %v", resp.partial, resp.ids)
+			}
+		})
+	}
+	// The first A2A message created its context on pod 1 (no pod had it);
+	// every later one was served there, and every REST turn on pod 0.
+	if n := len(rs.gooses[0].Prompts()); n != len(forms) {
+		t.Fatalf("prompts on the session's owner: %d, want %d", n, len(forms))
+	}
+	if n := len(rs.gooses[1].Prompts()); n != len(forms) {
+		t.Fatalf("prompts on the A2A context's owner: %d, want %d", n, len(forms))
+	}
+	// A wrong key is still refused at the first pod, whatever the hop does.
+	if code, _ := via.doWith(http.MethodGet, "/apps/goose/users/u/sessions/owned-by-0?api_key=wrong", nil, nil); code != http.StatusUnauthorized {
+		t.Fatalf("wrong api_key: %d, want 401", code)
+	}
+}
+
+type listed struct {
+	partial string
+	ids     map[string]bool
+}
+
+func listVia(t *testing.T, s *sidecar, hdr map[string]string, query string) listed {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL+"/apps/goose/users/u/sessions"+query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l []struct {
+		ID string `json:"id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("list: %d %v", resp.StatusCode, err)
+	}
+	out := listed{partial: resp.Header.Get(peering.PartialHeader), ids: map[string]bool{}}
+	for _, e := range l {
+		out.ids[e.ID] = true
+	}
+	return out
+}

@@ -9,9 +9,11 @@
 //	/peer/v1/owner               whether this pod has a session or task (see package peering)
 //	everything else              adk-go's adkrest server (ADK REST API and web UI wire)
 //
-// Every route except the open ones requires the inbound token. /run and
-// /run_sse pass through a lenient normaliser first, because adkrest rejects
-// unknown and snake_case fields that real clients send.
+// Every route except the open ones requires the inbound token. Every body
+// is capped and must arrive within BodyReadTimeout (413/408 with a JSON
+// reason; see bodyLimits). /run and /run_sse pass through a lenient
+// normaliser first, because adkrest rejects unknown and snake_case fields
+// that real clients send.
 //
 // Tool approvals (goose in approve / smart_approve mode): a goose permission
 // request ends the ADK turn with an adk_request_confirmation function call
@@ -24,6 +26,11 @@
 // /run or /run_sse whose functionResponse names no pending confirmation is
 // rejected before it reaches the session: 400 for an unknown id, 409 for one
 // that already ended.
+//
+// Turns: a session runs one request at a time, in arrival order (runs,
+// A2A messages and session writes; see turnGate); one still waiting after
+// Config.TurnWait gets 409. Client mistakes get a 4xx with a JSON reason on
+// every route (guard.go).
 //
 // Replicas: with Config.Peers set, a request naming a session, A2A context or
 // task that another pod of the agent has is forwarded to that pod, and a
@@ -95,12 +102,22 @@ type Config struct {
 	SSEWriteTimeout time.Duration
 	// StartOptions are used for new goose sessions.
 	StartOptions goose.StartOptions
-	// MaxRequestBytes bounds /run and /run_sse bodies. Default 16 MiB.
-	MaxRequestBytes int64
+	// MaxMessageBytes bounds the bodies that carry a user message: /run,
+	// /run_sse and both A2A endpoints. Default DefaultMaxMessageBytes.
+	MaxMessageBytes int64
+	// MaxOtherBodyBytes bounds every other route's body (session create,
+	// PATCH). Default DefaultMaxOtherBytes.
+	MaxOtherBodyBytes int64
+	// BodyReadTimeout bounds the time a request body takes to arrive.
+	// Default DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 	// ConfirmationTimeout is how long a goose tool approval (approve and
 	// smart_approve modes) waits for the client's answer before it is
 	// denied. Default 10m.
 	ConfirmationTimeout time.Duration
+	// TurnWait is how long a request waits for a session busy with another
+	// turn before it gets 409. Default DefaultTurnWait.
+	TurnWait time.Duration
 	// Peers lists the other sidecars of the agent (replicas > 1); nil serves
 	// every request here.
 	Peers peering.Peers
@@ -131,8 +148,17 @@ func (c *Config) defaults() error {
 	if c.ConfirmationTimeout <= 0 {
 		c.ConfirmationTimeout = 10 * time.Minute
 	}
-	if c.MaxRequestBytes <= 0 {
-		c.MaxRequestBytes = 16 << 20
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MaxOtherBodyBytes <= 0 {
+		c.MaxOtherBodyBytes = DefaultMaxOtherBytes
+	}
+	if c.BodyReadTimeout <= 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if c.TurnWait <= 0 {
+		c.TurnWait = DefaultTurnWait
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -151,13 +177,14 @@ type Server struct {
 	handler  http.Handler
 	agent    agent.Agent
 	control  *gooseagent.Controller
-	sessions session.Service
+	sessions *sessionService
 	sessDBs  []*sql.DB
 	usage    *UsageStore
 	activity *activity
 	metrics  *metrics
 	a2aExec  *drainingExecutor
 	tasks    taskstore.Store
+	turns    *turnGate
 
 	// stop is cancelled (cause ErrDraining) when the drain timeout ends:
 	// request contexts and A2A executions are linked to it, so open streams
@@ -178,7 +205,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("failed to create data dir: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, turns: newTurnGate()}
 	s.stop, s.cancelStop = context.WithCancelCause(context.WithoutCancel(ctx))
 
 	ok := false
@@ -232,7 +259,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.mountA2A(mux); err != nil {
 		return nil, err
 	}
-	mux.Handle("/", lenient(rest, cfg.MaxRequestBytes, s.checkConfirmations))
+	mux.Handle("/", s.guardSessions(lenient(rest, s.serveRun)))
 	mux.Handle("GET "+peering.OwnerPath, peering.OwnerHandler(s, s.log))
 
 	var h http.Handler = mux
@@ -243,12 +270,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Owner:        s,
 			Peers:        cfg.Peers,
 			Token:        cfg.AuthToken,
-			MaxBodyBytes: cfg.MaxRequestBytes,
+			MaxBodyBytes: cfg.MaxMessageBytes,
 			Forwarded:    func(outcome string) { s.metrics.peerLookups.WithLabelValues(outcome).Inc() },
 			Logger:       s.log,
 		}).Wrap(h)
 	}
+	h = jsonErrors(h)
+	limits := bodyLimits{message: cfg.MaxMessageBytes, other: cfg.MaxOtherBodyBytes, timeout: cfg.BodyReadTimeout}
+	h = limits.buffer(h)
 	h = authenticate(h, cfg.AuthToken, s.log)
+	h = limits.readDeadline(h)
 	h = cors(h, cfg.CORSOrigins)
 	h = s.instrument(h)
 	h = recoverPanics(h, s.log)

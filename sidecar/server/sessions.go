@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/glebarez/sqlite"
 	"gorm.io/gorm"
@@ -20,10 +22,16 @@ import (
 // CPU-bound in-process, so a few connections suffice.
 const sessionReadConns = 8
 
+// keepStatements is gorm's "never evict" TTL for prepared statements
+// (gorm.io/gorm internal/lru noEvictionTTL). With any other TTL gorm starts
+// an expiry goroutine per cache that nothing ever stops; the statements are
+// few (a handful of queries per pool) and closed with the database.
+const keepStatements = 10 * 365 * 24 * time.Hour
+
 // openSessionService opens adk-go's database session service on the SQLite
 // file at path, migrates it, and adds the index its reads need. Reads and
 // writes go through two pools (see sessionService); Close the *sql.DBs.
-func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc session.Service, err error) {
+func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *sessionService, err error) {
 	defer func() {
 		if err != nil {
 			for _, db := range dbs {
@@ -40,8 +48,13 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc se
 		dbs = append(dbs, db)
 		db.SetMaxOpenConns(conns)
 		db.SetMaxIdleConns(conns)
-		svc, err := database.NewSessionService(&sqlite.Dialector{Conn: db},
-			&gorm.Config{Logger: gormlogger.Default.LogMode(gormlogger.Silent)})
+		// PrepareStmt: gorm then prepares each statement once per
+		// connection; SQLite's parser was a tenth of a run's CPU.
+		svc, err := database.NewSessionService(&sqlite.Dialector{Conn: db}, &gorm.Config{
+			Logger:         gormlogger.Default.LogMode(gormlogger.Silent),
+			PrepareStmt:    true,
+			PrepareStmtTTL: keepStatements,
+		})
 		if err != nil {
 			return nil, fmt.Errorf("failed to create session service: %w", err)
 		}
@@ -93,8 +106,8 @@ func ensureIndex(ctx context.Context, db *sql.DB, name, ddl string) error {
 }
 
 // sessionService is adk-go's database session service with its reads and
-// writes on separate connection pools; each call is passed unchanged to one
-// of two instances of that (stateless) service on the same database.
+// writes on separate connection pools; each call is passed to one of two
+// instances of that (stateless) service on the same database.
 //
 // SQLite admits one writer at a time. In one shared pool, the others took a
 // connection and then waited in busy_timeout's handler, which sleeps 1, 2,
@@ -105,14 +118,66 @@ func ensureIndex(ctx context.Context, db *sql.DB, name, ddl string) error {
 // connection, which is handed over as soon as the previous one commits; and
 // readers, which WAL never makes wait for the writer, cannot hold the writer
 // up by taking all connections.
+//
+// Two things keep a run's first event from waiting on the database (see
+// runContext): the session a run loads is loaded once per request, not by
+// each of adkrest's check, the runner and the guard; and the runner's write
+// of the user message goes on in the background while goose starts,
+// finished before the run's next write of the session and before its turn
+// ends (flush).
 type sessionService struct {
 	session.Service // reads
 	w               session.Service
 	gate            chan struct{}
+
+	mu sync.Mutex
+	// pending is the background write of each session's user message.
+	pending map[sessionID]*pendingWrite
+}
+
+type sessionID struct{ app, user, id string }
+
+type pendingWrite struct {
+	done chan struct{}
+	err  error
 }
 
 func newSessionService(r, w session.Service) *sessionService {
-	return &sessionService{Service: r, w: w, gate: make(chan struct{}, 1)}
+	return &sessionService{Service: r, w: w, gate: make(chan struct{}, 1), pending: map[sessionID]*pendingWrite{}}
+}
+
+// runKey marks a request context as one run's: its session is loaded once
+// and its user message written in the background.
+type runKey struct{}
+
+type runState struct {
+	id      sessionID
+	session session.Session // loaded by the first Get
+	// userMessage is true until the run's first user event is appended.
+	userMessage bool
+}
+
+// runContext prepares ctx for one run of the session (under its turn).
+func runContext(ctx context.Context, app, user, id string) context.Context {
+	return context.WithValue(ctx, runKey{}, &runState{id: sessionID{app, user, id}, userMessage: true})
+}
+
+func (s *sessionService) Get(ctx context.Context, req *session.GetRequest) (*session.GetResponse, error) {
+	rs, _ := ctx.Value(runKey{}).(*runState)
+	if rs == nil || rs.id != (sessionID{req.AppName, req.UserID, req.SessionID}) || req.NumRecentEvents > 0 || !req.After.IsZero() {
+		return s.Service.Get(ctx, req)
+	}
+	// adkrest checks the session exists, then the runner loads it: the
+	// turn keeps anyone else from writing it in between, so one load
+	// serves both.
+	if rs.session == nil {
+		resp, err := s.Service.Get(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		rs.session = resp.Session
+	}
+	return &session.GetResponse{Session: rs.session}, nil
 }
 
 // acquire waits for the write turn. When ctx ends first the write goes
@@ -132,15 +197,77 @@ func (s *sessionService) Create(ctx context.Context, req *session.CreateRequest)
 }
 
 func (s *sessionService) Delete(ctx context.Context, req *session.DeleteRequest) error {
+	if err := s.flush(sessionID{req.AppName, req.UserID, req.SessionID}); err != nil {
+		return err
+	}
 	defer s.acquire(ctx)()
 	return s.w.Delete(ctx, req)
 }
 
+// appendTimeout bounds one event write, which outlives its request.
+const appendTimeout = 30 * time.Second
+
 func (s *sessionService) AppendEvent(ctx context.Context, sess session.Session, ev *session.Event) error {
 	// The database service drops partial events without touching the
 	// database; they need no turn.
-	if ev == nil || !ev.Partial {
-		defer s.acquire(ctx)()
+	if ev != nil && ev.Partial {
+		return s.w.AppendEvent(ctx, sess, ev)
 	}
+	if sess == nil || ev == nil {
+		return s.w.AppendEvent(ctx, sess, ev)
+	}
+	id := sessionID{sess.AppName(), sess.UserID(), sess.ID()}
+	// Writes of one session go in order: the database service rejects a
+	// write through a copy older than the stored session.
+	if err := s.flush(id); err != nil {
+		return err
+	}
+	if rs, _ := ctx.Value(runKey{}).(*runState); rs != nil && rs.id == id && rs.userMessage && ev.Author == "user" {
+		rs.userMessage = false
+		// The runner appends the user message before the agent starts and
+		// yields nothing for it: the agent need not wait for the write.
+		p := &pendingWrite{done: make(chan struct{})}
+		s.mu.Lock()
+		s.pending[id] = p
+		s.mu.Unlock()
+		go func() {
+			defer close(p.done)
+			p.err = s.write(ctx, sess, ev)
+		}()
+		return nil
+	}
+	// An event that reached here happened: goose answered (and counted the
+	// tokens) even if the client went away meanwhile, so the write does not
+	// end with the request; otherwise the answer would be missing from the
+	// history.
+	return s.write(ctx, sess, ev)
+}
+
+func (s *sessionService) write(ctx context.Context, sess session.Session, ev *session.Event) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+	defer cancel()
+	defer s.acquire(ctx)()
 	return s.w.AppendEvent(ctx, sess, ev)
+}
+
+// flush waits for the session's background write and returns its error.
+func (s *sessionService) flush(id sessionID) error {
+	s.mu.Lock()
+	p := s.pending[id]
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	// Even when ctx has ended: the write is bounded by appendTimeout, and
+	// what follows must not overtake it.
+	<-p.done
+	s.mu.Lock()
+	if s.pending[id] == p {
+		delete(s.pending, id)
+	}
+	s.mu.Unlock()
+	if p.err != nil {
+		return fmt.Errorf("failed to store the user message: %w", p.err)
+	}
+	return nil
 }

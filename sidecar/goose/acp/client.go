@@ -1,6 +1,6 @@
-// Package acp is the goose.Backend for `goose serve`: ACP (JSON-RPC) over one
-// long-lived WebSocket on /acp, with github.com/coder/acp-go-sdk doing the
-// JSON-RPC and the types. The wire is described in
+// Package acp is the goose.Backend for `goose serve`: ACP (JSON-RPC) over
+// WebSockets on /acp, one per session, with github.com/coder/acp-go-sdk doing
+// the JSON-RPC and the types. The wire is described in
 // shared/reference/goose-acp.md; section numbers in comments refer to it.
 package acp
 
@@ -42,13 +42,40 @@ type Config struct {
 	DialTimeout time.Duration
 	// Logger receives connection diagnostics; default discards them.
 	Logger *slog.Logger
+
+	// IdleTimeout closes a session's connection after it ran no reply for
+	// this long; goose then frees the session's agent and extensions, and
+	// the next reply dials again. Default 10 minutes; negative: never.
+	IdleTimeout time.Duration
+	// MaxMessageBytes caps a user message, JSON-encoded; default
+	// goose.DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// MaxFrameBytes bounds one frame read from goose; a larger one ends its
+	// session's connection. Default DefaultMaxFrameBytes (16 MiB).
+	MaxFrameBytes int
+	// MaxQueuedEvents is how many events of one reply may wait for a slow
+	// reader before the session's connection stops being read (goose is
+	// then slowed through TCP). Default 1024.
+	MaxQueuedEvents int
+	// MaxDials bounds connections being dialled at once. Default 32.
+	MaxDials int
 }
 
 // ErrClosed is returned by calls made after Close.
 var ErrClosed = errors.New("goose ACP client closed")
 
-// Client is a goose.Backend over ACP. One WebSocket connection serves every
-// session; it is dialled on first use and redialled after it drops.
+// Client is a goose.Backend over ACP.
+//
+// Each session's replies run on a WebSocket of its own, dialled on the
+// session's first use, kept while the session is in use and closed after
+// IdleTimeout; calls not tied to a reply share one control connection. goose
+// has no flow control and no per-session error on a connection: a frame over
+// its 16 MiB limit or a full 1024-message outbound queue drops the whole
+// socket (goose-acp-connections.md §4). Sharing one socket let any session's
+// fault or burst end every turn in flight; one socket per session bounds that
+// to the session, makes a slow reader slow only its own session (see
+// wsStream) and costs goose no more than it spends per session anyway (an
+// agent and its extensions per session and connection, §1).
 type Client struct {
 	cfg     Config
 	httpURL string // base for /status
@@ -58,14 +85,18 @@ type Client struct {
 	httpc   *http.Client
 	log     *slog.Logger
 
-	dialMu sync.Mutex // one dial at a time
+	dialSlots chan struct{} // bounds dials in flight
 
-	mu      sync.Mutex
-	closed  bool
-	cur     *conn
-	replies map[string]*reply      // by session id
-	usage   map[string]goose.Usage // last accumulated usage seen, by session id
-	cwd     map[string]string      // working dirs, needed by session/load
+	mu           sync.Mutex
+	closed       bool
+	control      *conn
+	sessions     map[string]*conn // each session's own connection
+	dialing      map[string]*dialing
+	dialFailures int                    // consecutive failed dials
+	retryAt      time.Time              // no dial before this, after failures
+	replies      map[string]*reply      // by session id
+	usage        map[string]goose.Usage // last accumulated usage seen, by session id
+	cwd          map[string]string      // working dirs, needed by session/load
 	// runsChanged is closed (and replaced) whenever a conn's runs change.
 	runsChanged chan struct{}
 	// lost are, by session, tool calls whose approval goose asked again on
@@ -108,6 +139,18 @@ func New(cfg Config) (*Client, error) {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 10 * time.Second
 	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = goose.DefaultMaxMessageBytes
+	}
+	if cfg.MaxQueuedEvents <= 0 {
+		cfg.MaxQueuedEvents = 1024
+	}
+	if cfg.MaxDials <= 0 {
+		cfg.MaxDials = 32
+	}
 	c := &Client{
 		cfg:     cfg,
 		httpURL: strings.TrimSuffix(hu.String(), "/"),
@@ -117,12 +160,15 @@ func New(cfg Config) (*Client, error) {
 			HandshakeTimeout: cfg.DialTimeout,
 			// No Origin header is sent, which goose's Origin policy allows (§1).
 		},
-		httpc:   cfg.HTTPClient,
-		log:     cfg.Logger,
-		replies: make(map[string]*reply),
-		usage:   make(map[string]goose.Usage),
-		cwd:     make(map[string]string),
-		lost:    make(map[string][]*goose.ToolResponse),
+		httpc:     cfg.HTTPClient,
+		log:       cfg.Logger,
+		dialSlots: make(chan struct{}, cfg.MaxDials),
+		sessions:  make(map[string]*conn),
+		dialing:   make(map[string]*dialing),
+		replies:   make(map[string]*reply),
+		usage:     make(map[string]goose.Usage),
+		cwd:       make(map[string]string),
+		lost:      make(map[string][]*goose.ToolResponse),
 
 		runsChanged: make(chan struct{}),
 	}
@@ -173,23 +219,25 @@ func httpStatusErr(what string, code int, body []byte) error {
 }
 
 // conn is one WebSocket connection and its ACP agent in goose (each
-// connection gets its own agent instance, §2.1).
+// connection gets its own agent instance, §2.1). A session's replies run on
+// a connection of its own (see Client), so whatever goes wrong on one
+// connection ends one session's turn at most.
 type conn struct {
-	c      *Client
-	stream *wsStream
-	rpc    *acpsdk.Connection
+	c   *Client
+	rpc *wsConn
 
-	// notifDone counts handled ordered notifications; waiters are woken by
-	// closing waitCh (see wsStream.notifRead).
-	waitMu    sync.Mutex
-	notifDone uint64
-	waitCh    chan struct{}
+	// session is the session this connection is dedicated to, "" for the
+	// control connection; loaded says session/new or session/load made the
+	// session active in this connection's agent. Both under c.mu.
+	session string
+	loaded  bool
+	// idle closes a session connection that has run no reply for
+	// Config.IdleTimeout; under c.mu.
+	idle *time.Timer
 
 	// custom is set once goose sent a _goose/... notification, i.e. it
 	// honoured customNotifications; the stable usage_update is then redundant.
 	custom atomic.Bool
-
-	loaded map[string]bool // sessions active in this connection's agent; c.mu
 	// runs is goose's active run per session on this connection, from
 	// session_info_update (§2.6); c.mu. Runs die with their connection.
 	runs map[string]string
@@ -206,52 +254,19 @@ func (cn *conn) dead() bool {
 	}
 }
 
-func (cn *conn) notificationHandled() {
-	cn.waitMu.Lock()
-	cn.notifDone++
-	if cn.waitCh != nil {
-		close(cn.waitCh)
-		cn.waitCh = nil
+// lostErr says why a connection is gone: the transport's own reason when it
+// ended it (an oversized or undecodable frame), else "connection lost".
+func (cn *conn) lostErr() error {
+	if err := cn.rpc.faultErr(); err != nil {
+		return fmt.Errorf("connection closed: %w", err)
 	}
-	cn.waitMu.Unlock()
+	return errors.New("connection lost")
 }
 
-// waitHandled waits until target notifications have been handled. The
-// timeout is a guard only: counts could disagree on a frame the SDK drops
-// for a reason the transport cannot see.
-func (cn *conn) waitHandled(ctx context.Context, target uint64) {
-	timer := time.NewTimer(5 * time.Second)
-	defer timer.Stop()
-	for {
-		cn.waitMu.Lock()
-		if cn.notifDone >= target {
-			cn.waitMu.Unlock()
-			return
-		}
-		if cn.waitCh == nil {
-			cn.waitCh = make(chan struct{})
-		}
-		ch := cn.waitCh
-		cn.waitMu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-			return
-		}
-	}
-}
-
-// handle is the SDK's inbound MethodHandler for this connection.
-// Notifications arrive here one at a time in wire order; requests each on
-// their own goroutine.
+// handle answers goose's requests on this connection, each on its own
+// goroutine; notifications are routed by the transport (wsConn.read).
 func (cn *conn) handle(ctx context.Context, method string, params json.RawMessage) (any, *acpsdk.RequestError) {
 	switch method {
-	case methodSessionUpdate, methodGooseUpdate:
-		cn.c.route(cn, method, params)
-		cn.notificationHandled()
-		return nil, nil
 	case methodRequestPermission:
 		return cn.c.handlePermission(ctx, cn, params)
 	}
@@ -260,18 +275,159 @@ func (cn *conn) handle(ctx context.Context, method string, params json.RawMessag
 	return nil, acpsdk.NewMethodNotFound(method)
 }
 
-// connect returns the live connection, dialling and initializing a new one
-// when there is none.
-func (c *Client) connect(ctx context.Context) (*conn, error) {
-	if cn, err := c.current(); cn != nil || err != nil {
-		return cn, err
-	}
-	c.dialMu.Lock()
-	defer c.dialMu.Unlock()
-	if cn, err := c.current(); cn != nil || err != nil {
-		return cn, err
-	}
+// controlConn returns the connection for calls not tied to a running reply
+// (list, info, export, delete of a session without a connection of its own).
+func (c *Client) controlConn(ctx context.Context) (*conn, error) { return c.live(ctx, "") }
 
+// sessionConn returns the session's own connection, dialling it if needed.
+func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) { return c.live(ctx, id) }
+
+// connFor is the session's own connection when one is open, otherwise the
+// control connection: a session-scoped call never opens a session connection
+// (and so never starts the session's agent and extensions in goose).
+func (c *Client) connFor(ctx context.Context, id string) (*conn, error) {
+	c.mu.Lock()
+	cn := c.sessions[id]
+	c.mu.Unlock()
+	if cn != nil && !cn.dead() {
+		return cn, nil
+	}
+	return c.controlConn(ctx)
+}
+
+// dialing is a dial in progress that callers needing the same connection
+// wait for instead of dialling again.
+type dialing struct {
+	done chan struct{}
+	err  error
+}
+
+// live returns the live connection registered under key (a session id, or
+// "" for the control connection), dialling one when there is none.
+func (c *Client) live(ctx context.Context, key string) (*conn, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		cn := c.control
+		if key != "" {
+			cn = c.sessions[key]
+		}
+		if cn != nil && !cn.dead() {
+			c.mu.Unlock()
+			return cn, nil
+		}
+		if d := c.dialing[key]; d != nil {
+			c.mu.Unlock()
+			select {
+			case <-d.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("failed to connect to goose: %w", ctx.Err())
+			}
+			// The dialler's own context may have ended its dial; ours has
+			// not, so try again.
+			if d.err != nil && !errors.Is(d.err, context.Canceled) && !errors.Is(d.err, context.DeadlineExceeded) {
+				return nil, d.err
+			}
+			continue
+		}
+		d := &dialing{done: make(chan struct{})}
+		c.dialing[key] = d
+		c.mu.Unlock()
+
+		cn, err := c.dial(ctx)
+		c.mu.Lock()
+		delete(c.dialing, key)
+		if err == nil {
+			c.register(key, cn)
+		}
+		d.err = err
+		c.mu.Unlock()
+		close(d.done)
+		return cn, err
+	}
+}
+
+// register makes cn the connection for key; c.mu held.
+func (c *Client) register(key string, cn *conn) {
+	cn.session = key
+	if key == "" {
+		c.control = cn
+		return
+	}
+	c.sessions[key] = cn
+	c.idleLocked(cn)
+}
+
+// idleLocked (re)starts cn's idle timer; c.mu held.
+func (c *Client) idleLocked(cn *conn) {
+	if cn.session == "" || c.cfg.IdleTimeout < 0 {
+		return
+	}
+	if cn.idle == nil {
+		cn.idle = time.AfterFunc(c.cfg.IdleTimeout, func() { c.closeIdle(cn) })
+		return
+	}
+	cn.idle.Reset(c.cfg.IdleTimeout)
+}
+
+// closeIdle closes a session connection that ran no reply for IdleTimeout:
+// goose then drops the session's agent and extensions (§2.5); the next reply
+// dials again and goose activates the session lazily.
+func (c *Client) closeIdle(cn *conn) {
+	c.mu.Lock()
+	if r := c.replies[cn.session]; (r != nil && r.cn == cn) || c.sessions[cn.session] != cn {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.sessions, cn.session)
+	c.mu.Unlock()
+	_ = cn.rpc.Close() // an idle connection: nobody waits on it
+}
+
+// dialBackoff is the wait before the next dial after consecutive failures.
+func dialBackoff(failures int) time.Duration {
+	return min(100*time.Millisecond<<min(failures-1, 10), 5*time.Second)
+}
+
+// dial opens and initializes one connection. After failed dials it first
+// waits out a backoff, so a goose that is down or restarting is not hit by
+// every session at once; Config.MaxDials bounds dials in flight.
+func (c *Client) dial(ctx context.Context) (*conn, error) {
+	c.mu.Lock()
+	wait := time.Until(c.retryAt)
+	c.mu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("failed to connect to goose: %w", ctx.Err())
+		}
+	}
+	select {
+	case c.dialSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("failed to connect to goose: %w", ctx.Err())
+	}
+	cn, err := c.dialOnce(ctx)
+	<-c.dialSlots
+	c.mu.Lock()
+	switch {
+	case err == nil:
+		c.dialFailures, c.retryAt = 0, time.Time{}
+	case errors.Is(err, goose.ErrUnavailable):
+		c.dialFailures++
+		c.retryAt = time.Now().Add(dialBackoff(c.dialFailures))
+	}
+	c.mu.Unlock()
+	return cn, err
+}
+
+func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	defer cancel()
 	ws, resp, err := c.dialer.DialContext(dctx, c.wsURL, c.header)
@@ -289,13 +445,19 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("failed to connect to goose: %w: %w", goose.ErrUnavailable, err)
 	}
 
-	stream := newWSStream(ws)
-	cn := &conn{c: c, stream: stream, loaded: make(map[string]bool), runs: make(map[string]string), loading: make(map[string]bool)}
-	cn.rpc = acpsdk.NewConnection(cn.handle, stream, stream)
-	cn.rpc.SetLogger(c.log)
-	// The stream holds reads until the logger is set: the SDK's reader would
-	// otherwise race with SetLogger on an early disconnect.
-	stream.start()
+	cn := &conn{c: c, runs: make(map[string]string), loading: make(map[string]bool)}
+	cn.rpc = newWSConn(ws, c.cfg.MaxFrameBytes, c.log, func(method string, params json.RawMessage) {
+		c.route(cn, method, params)
+	}, cn.handle)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		_ = ws.Close() // never used
+		return nil, fmt.Errorf("failed to connect to goose: %w", ErrClosed)
+	}
+	c.wg.Add(1) // done by forget, on the connection's reader
+	c.mu.Unlock()
+	cn.rpc.start(func() { c.forget(cn) })
 
 	// initialize with customNotifications to get accumulated usage,
 	// message_usage and status_message (§2.6, §3.1); no fs/terminal so goose
@@ -307,9 +469,8 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		},
 		ClientInfo: &acpsdk.Implementation{Name: c.cfg.ClientName, Version: c.cfg.ClientVersion},
 	}
-	if _, err := acpsdk.SendRequest[json.RawMessage](cn.rpc, dctx, methodInitialize, init); err != nil {
-		_ = stream.Close() // the connection failed already; its error is the one to report
-		<-cn.rpc.Done()
+	if _, err := request[json.RawMessage](dctx, cn.rpc, methodInitialize, init); err != nil {
+		_ = cn.rpc.Close() // the connection failed already; its error is the one to report
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("failed to initialize ACP connection: %w", ctx.Err())
 		}
@@ -317,74 +478,65 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 	}
 
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		_ = stream.Close() // the connection failed already; its error is the one to report
-		<-cn.rpc.Done()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		_ = cn.rpc.Close() // Close raced the dial; nothing uses it yet
 		return nil, fmt.Errorf("failed to connect to goose: %w", ErrClosed)
 	}
-	c.cur = cn
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go c.watch(cn)
 	return cn, nil
 }
 
-func (c *Client) current() (*conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, ErrClosed
-	}
-	if c.cur != nil && !c.cur.dead() {
-		return c.cur, nil
-	}
-	return nil, nil
-}
-
-// watch forgets a connection once it is gone, so the next call redials.
-// In-flight replies learn of the drop from their own session/prompt call.
-func (c *Client) watch(cn *conn) {
+// forget drops a connection that has ended, so the next call redials. It
+// runs on the connection's reader as it stops. In-flight replies learn of the
+// drop from their own session/prompt call.
+func (c *Client) forget(cn *conn) {
 	defer c.wg.Done()
-	<-cn.rpc.Done()
-	_ = cn.stream.Close() // already gone: nothing to report
 	c.mu.Lock()
-	if c.cur == cn {
-		c.cur = nil
+	if c.control == cn {
+		c.control = nil
+	}
+	if cn.session != "" && c.sessions[cn.session] == cn {
+		delete(c.sessions, cn.session)
+	}
+	if cn.idle != nil {
+		cn.idle.Stop()
 	}
 	c.mu.Unlock()
+	if err := cn.rpc.faultErr(); err != nil {
+		c.log.Warn("closed a goose connection", "session", cn.session, "err", err)
+	}
 }
 
-// Close closes the connection; in-flight replies end with an error wrapping
-// goose.ErrStreamBroken. Sessions persist in goose.
+// Close closes every connection; in-flight replies end with an error
+// wrapping goose.ErrStreamBroken. Sessions persist in goose.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	cn := c.cur
+	conns := make([]*conn, 0, len(c.sessions)+1)
+	if c.control != nil {
+		conns = append(conns, c.control)
+	}
+	for _, cn := range c.sessions {
+		conns = append(conns, cn)
+	}
 	c.mu.Unlock()
-	if cn != nil {
-		_ = cn.stream.Close() // replies learn of it through their own calls
+	for _, cn := range conns {
+		_ = cn.rpc.Close() // replies learn of it through their own calls
 	}
 	c.wg.Wait()
 	return nil
 }
 
-// mapErr turns an SDK/JSON-RPC error into the goose error vocabulary.
+// mapErr turns a transport or JSON-RPC error into the goose error
+// vocabulary.
 func (c *Client) mapErr(cn *conn, err error) error {
+	if errors.Is(err, errConnClosed) {
+		return fmt.Errorf("%w: %w", goose.ErrUnavailable, cn.lostErr())
+	}
 	var re *acpsdk.RequestError
 	if !errors.As(err, &re) {
 		return err
-	}
-	if re.Code == -32603 && isLocalError(re) {
-		// The SDK reports a lost peer or a failed write as a local -32603;
-		// give the reader a moment to notice a broken socket.
-		select {
-		case <-cn.rpc.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-		if cn.dead() {
-			return fmt.Errorf("%w: connection lost", goose.ErrUnavailable)
-		}
 	}
 	switch re.Code {
 	case -32002: // resource not found (§3)
@@ -393,17 +545,6 @@ func (c *Client) mapErr(cn *conn, err error) error {
 		return fmt.Errorf("%w: %s", context.Canceled, errDetail(re))
 	}
 	return &goose.AgentError{Code: re.Code, Message: errDetail(re)}
-}
-
-// isLocalError recognises the errors acp-go-sdk makes up itself (never sent
-// by goose): Data is {"error": "<text>"} as built by NewInternalError.
-func isLocalError(re *acpsdk.RequestError) bool {
-	m, ok := re.Data.(map[string]any)
-	if !ok || len(m) != 1 {
-		return false
-	}
-	_, ok = m["error"].(string)
-	return ok
 }
 
 func errDetail(re *acpsdk.RequestError) string {
@@ -417,21 +558,28 @@ func errDetail(re *acpsdk.RequestError) string {
 	return re.Message + ": " + string(b)
 }
 
-// call sends one request on the live connection.
-func call[T any](ctx context.Context, c *Client, what, method string, params any) (T, *conn, error) {
+// call sends one request on cn.
+func call[T any](ctx context.Context, c *Client, cn *conn, what, method string, params any) (T, error) {
 	var zero T
-	cn, err := c.connect(ctx)
-	if err != nil {
-		return zero, nil, fmt.Errorf("failed to %s: %w", what, err)
-	}
-	res, err := acpsdk.SendRequest[T](cn.rpc, ctx, method, params)
+	res, err := request[T](ctx, cn.rpc, method, params)
 	if err != nil {
 		if ctx.Err() != nil {
-			return zero, cn, fmt.Errorf("failed to %s: %w", what, ctx.Err())
+			return zero, fmt.Errorf("failed to %s: %w", what, ctx.Err())
 		}
-		return zero, cn, fmt.Errorf("failed to %s: %w", what, c.mapErr(cn, err))
+		return zero, fmt.Errorf("failed to %s: %w", what, c.mapErr(cn, err))
 	}
-	return res, cn, nil
+	return res, nil
+}
+
+// callOn sends one request on the connection connFor picks for session id
+// ("" for none).
+func callOn[T any](ctx context.Context, c *Client, id, what, method string, params any) (T, error) {
+	cn, err := c.connFor(ctx, id)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("failed to %s: %w", what, err)
+	}
+	return call[T](ctx, c, cn, what, method, params)
 }
 
 type sessionIDParams struct {
@@ -447,31 +595,43 @@ type newSessionResult struct {
 	} `json:"_meta"`
 }
 
-// StartSession runs session/new, then set_mode and provider/model config
-// options when asked (§3, §4).
+// StartSession runs session/new on a new connection, which becomes the
+// session's own, then set_mode and provider/model config options when asked
+// (§3, §4).
 func (c *Client) StartSession(ctx context.Context, opts goose.StartOptions) (goose.Session, error) {
-	res, cn, err := call[newSessionResult](ctx, c, "start session", methodSessionNew, acpsdk.NewSessionRequest{
+	cn, err := c.dial(ctx)
+	if err != nil {
+		return goose.Session{}, fmt.Errorf("failed to start session: %w", err)
+	}
+	res, err := call[newSessionResult](ctx, c, cn, "start session", methodSessionNew, acpsdk.NewSessionRequest{
 		Cwd:        opts.WorkingDir,
 		McpServers: []acpsdk.McpServer{},
 	})
+	if err == nil && res.SessionID == "" {
+		err = errors.New("failed to start session: goose returned no sessionId")
+	}
 	if err != nil {
+		_ = cn.rpc.Close() // nothing runs on it; the call's error is the one to report
 		return goose.Session{}, err
 	}
 	id := res.SessionID
-	if id == "" {
-		return goose.Session{}, errors.New("failed to start session: goose returned no sessionId")
-	}
 	cwd := res.Meta.WorkingDir
 	if cwd == "" {
 		cwd = opts.WorkingDir
 	}
 	c.mu.Lock()
-	cn.loaded[id] = true
+	if c.closed {
+		c.mu.Unlock()
+		_ = cn.rpc.Close() // Close raced us; the session persists in goose
+		return goose.Session{}, fmt.Errorf("failed to start session: %w", ErrClosed)
+	}
+	c.register(id, cn)
+	cn.loaded = true
 	c.cwd[id] = cwd
 	c.mu.Unlock()
 
 	if opts.Mode != "" {
-		if _, _, err := call[json.RawMessage](ctx, c, "set session mode", methodSessionSetMode,
+		if _, err := call[json.RawMessage](ctx, c, cn, "set session mode", methodSessionSetMode,
 			acpsdk.SetSessionModeRequest{SessionId: acpsdk.SessionId(id), ModeId: acpsdk.SessionModeId(opts.Mode)}); err != nil {
 			return goose.Session{}, err
 		}
@@ -486,7 +646,7 @@ func (c *Client) StartSession(ctx context.Context, opts goose.StartOptions) (goo
 			ConfigId:  acpsdk.SessionConfigId(o.id),
 			Value:     acpsdk.SessionConfigValueId(o.value),
 		}}
-		if _, _, err := call[json.RawMessage](ctx, c, "set session "+o.id, methodSetConfigOption, req); err != nil {
+		if _, err := call[json.RawMessage](ctx, c, cn, "set session "+o.id, methodSetConfigOption, req); err != nil {
 			return goose.Session{}, err
 		}
 	}
@@ -503,9 +663,9 @@ func (c *Client) StartSession(ctx context.Context, opts goose.StartOptions) (goo
 	return s, nil
 }
 
-// ResumeSession loads a persisted session into this connection's agent.
+// ResumeSession loads a persisted session into its connection's agent.
 func (c *Client) ResumeSession(ctx context.Context, id string) (goose.Session, error) {
-	cn, err := c.connect(ctx)
+	cn, err := c.sessionConn(ctx, id)
 	if err != nil {
 		return goose.Session{}, fmt.Errorf("failed to resume session: %w", err)
 	}
@@ -515,12 +675,14 @@ func (c *Client) ResumeSession(ctx context.Context, id string) (goose.Session, e
 	return c.GetSession(ctx, id)
 }
 
-// ensureLoaded runs session/load unless the session is already active on cn.
-// After a reconnect goose's new agent for the connection has no sessions in
-// memory (§2.1, §2.4).
+// ensureLoaded runs session/load unless the session is already active on cn
+// (§2.1, §2.4). Replies do not need it: goose activates a session on its
+// first prompt on a connection, without session/load's history replay, which
+// for a long session alone can overflow goose's outbound queue
+// (goose-acp-connections.md §2, §4).
 func (c *Client) ensureLoaded(ctx context.Context, cn *conn, id string) error {
 	c.mu.Lock()
-	loaded := cn.loaded[id]
+	loaded := cn.loaded
 	cwd := c.cwd[id]
 	c.mu.Unlock()
 	if loaded {
@@ -541,7 +703,7 @@ func (c *Client) ensureLoaded(ctx context.Context, cn *conn, id string) error {
 		delete(cn.loading, id)
 		c.mu.Unlock()
 	}()
-	_, err := acpsdk.SendRequest[json.RawMessage](cn.rpc, ctx, methodSessionLoad, acpsdk.LoadSessionRequest{
+	_, err := request[json.RawMessage](ctx, cn.rpc, methodSessionLoad, acpsdk.LoadSessionRequest{
 		SessionId:  acpsdk.SessionId(id),
 		Cwd:        cwd,
 		McpServers: []acpsdk.McpServer{},
@@ -553,7 +715,7 @@ func (c *Client) ensureLoaded(ctx context.Context, cn *conn, id string) error {
 		return fmt.Errorf("failed to load session: %w", c.mapErr(cn, err))
 	}
 	c.mu.Lock()
-	cn.loaded[id] = true
+	cn.loaded = true
 	c.mu.Unlock()
 	return c.settleResumedRun(ctx, cn, id)
 }
@@ -564,7 +726,7 @@ type infoResult struct {
 
 // GetSession uses _goose/unstable/session/info (§3).
 func (c *Client) GetSession(ctx context.Context, id string) (goose.Session, error) {
-	res, _, err := call[infoResult](ctx, c, "get session", methodSessionInfo, sessionIDParams{SessionID: id})
+	res, err := callOn[infoResult](ctx, c, id, "get session", methodSessionInfo, sessionIDParams{SessionID: id})
 	if err != nil {
 		return goose.Session{}, err
 	}
@@ -583,7 +745,7 @@ func (c *Client) ListSessions(ctx context.Context) ([]goose.Session, error) {
 	var out []goose.Session
 	var cursor *string
 	for range maxListPages {
-		res, _, err := call[acpsdk.ListSessionsResponse](ctx, c, "list sessions", methodSessionList,
+		res, err := callOn[acpsdk.ListSessionsResponse](ctx, c, "", "list sessions", methodSessionList,
 			acpsdk.ListSessionsRequest{Cursor: cursor})
 		if err != nil {
 			return nil, err
@@ -635,7 +797,7 @@ func parseTime(s string) time.Time {
 // DeleteSession uses session/delete, which goose handles but does not
 // advertise (§3). The SDK has no typed call for it.
 func (c *Client) DeleteSession(ctx context.Context, id string) error {
-	if _, _, err := call[json.RawMessage](ctx, c, "delete session", methodSessionDelete, sessionIDParams{SessionID: id}); err != nil {
+	if _, err := callOn[json.RawMessage](ctx, c, id, "delete session", methodSessionDelete, sessionIDParams{SessionID: id}); err != nil {
 		// goose reports an unknown id as -32603 "Session not found"
 		// (manage_sessions.rs on_delete_session maps every storage error to
 		// internal_err); ask session/info, which says -32002, rather than
@@ -652,10 +814,16 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 	delete(c.usage, id)
 	delete(c.cwd, id)
 	delete(c.lost, id)
-	if c.cur != nil {
-		delete(c.cur.loaded, id)
+	cn := c.sessions[id]
+	if r := c.replies[id]; r != nil && r.cn == cn {
+		cn = nil // its reply ends it; the idle timer closes it after
+	} else {
+		delete(c.sessions, id)
 	}
 	c.mu.Unlock()
+	if cn != nil {
+		_ = cn.rpc.Close() // the session is gone; so is its agent
+	}
 	return nil
 }
 
@@ -668,9 +836,9 @@ func (c *Client) Usage(ctx context.Context, id string) (goose.Usage, error) {
 	if ok {
 		return u, nil
 	}
-	res, _, err := call[struct {
+	res, err := callOn[struct {
 		Data string `json:"data"`
-	}](ctx, c, "export session", methodSessionExport, sessionIDParams{SessionID: id})
+	}](ctx, c, id, "export session", methodSessionExport, sessionIDParams{SessionID: id})
 	if err != nil {
 		return goose.Usage{}, err
 	}
@@ -723,11 +891,19 @@ func parseExportUsage(data []byte) (goose.Usage, error) {
 	return u, nil
 }
 
-// route hands a notification to the reply running in its session.
+// route hands a notification to the reply running in its session. It runs on
+// the connection's reader and waits while that reply's queue is full, which
+// stops this connection being read (wsStream).
 func (c *Client) route(cn *conn, method string, params json.RawMessage) {
 	d, err := decodeNotification(method, params)
 	if err != nil {
-		c.log.Debug("ignoring goose notification", "method", method, "err", err)
+		// An update kind this client does not know (ACP asks clients to
+		// ignore those) or a malformed one: skipped, and said so.
+		level := slog.LevelWarn
+		if method != methodSessionUpdate && method != methodGooseUpdate {
+			level = slog.LevelDebug
+		}
+		c.log.Log(context.Background(), level, "skipped a goose notification", "method", method, "session", cn.session, "err", err)
 		return
 	}
 	if d.Custom {
@@ -748,16 +924,13 @@ func (c *Client) route(cn *conn, method string, params json.RawMessage) {
 	}
 	r := c.replies[d.SessionID]
 	c.mu.Unlock()
-	if tr, ok := d.Event.(*goose.ToolRequest); ok && r != nil && r.cn == cn && !r.armed.Load() {
-		r.noteTool(tr.ID, tr.Name) // the session/load replay: names a lost approval
-	}
 	if r == nil || r.cn != cn || !r.armed.Load() || d.Event == nil {
 		return
 	}
 	if d.StableUsage && cn.custom.Load() {
 		return
 	}
-	r.deliver(d)
+	r.deliver(d, c.cfg.MaxQueuedEvents, cn.rpc.Closing())
 }
 
 // handlePermission turns session/request_permission into an
@@ -767,10 +940,9 @@ func (c *Client) handlePermission(ctx context.Context, cn *conn, params json.Raw
 	if err := json.Unmarshal(params, &req); err != nil {
 		return nil, acpsdk.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
-	// goose sent the tool_call before this request; let it reach the reply
-	// first so events stay in wire order.
-	cn.waitHandled(ctx, cn.stream.notifRead.Load())
-
+	// The tool_call goose sent before this request has reached the reply
+	// already: the transport routes notifications before the SDK sees the
+	// frames after them.
 	c.mu.Lock()
 	r := c.replies[string(req.SessionId)]
 	c.mu.Unlock()
@@ -781,12 +953,9 @@ func (c *Client) handlePermission(ctx context.Context, cn *conn, params json.Raw
 		// adk2goose that restarted) went away: kept for the session's next
 		// reply to report.
 		id := string(req.ToolCall.ToolCallId)
-		name := ""
+		name := id
 		if req.ToolCall.Title != nil {
 			name = *req.ToolCall.Title
-		}
-		if r != nil && r.cn == cn {
-			name = r.toolName(id, name)
 		}
 		c.mu.Lock()
 		if cn.loading[string(req.SessionId)] {
@@ -890,17 +1059,19 @@ func (c *Client) Approve(_ context.Context, sessionID, requestID string, decisio
 func (c *Client) Cancel(ctx context.Context, sessionID string) error {
 	c.mu.Lock()
 	r := c.replies[sessionID]
-	cn := c.cur
+	cn := c.sessions[sessionID]
 	c.mu.Unlock()
 	if r != nil {
 		r.cancelApprovals()
 		cn = r.cn
 	}
 	if cn == nil || cn.dead() {
+		// Runs happen on the session's own connection; with none open there
+		// is none to stop.
 		// goose aborts a closed connection's agent and its runs (§2.5).
 		return nil
 	}
-	if err := cn.rpc.SendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(sessionID)}); err != nil {
+	if err := cn.rpc.sendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(sessionID)}); err != nil {
 		return fmt.Errorf("failed to cancel reply: %w", c.mapErr(cn, err))
 	}
 	return nil
@@ -915,6 +1086,12 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 		if err := ctx.Err(); err != nil {
 			// Nothing reaches goose on a context that is already done.
 			yield(nil, fmt.Errorf("failed to send prompt: %w", err))
+			return
+		}
+		if err := goose.CheckMessageSize(msg.Text, c.cfg.MaxMessageBytes); err != nil {
+			// goose would drop the socket on it (goose#10751): refused here,
+			// before anything is sent.
+			yield(nil, err)
 			return
 		}
 		r, err := c.startReply(ctx, sessionID)
@@ -937,6 +1114,7 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 			if !finished {
 				c.abort(r)
 			}
+			r.end() // a reader waiting to deliver to us gives up
 			pcancel()
 			<-done
 		}()
@@ -983,33 +1161,38 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 	}
 }
 
+// startReply registers a reply on the session's own connection. goose
+// activates the session on that connection with the prompt itself (§2).
 func (c *Client) startReply(ctx context.Context, sessionID string) (*reply, error) {
-	cn, err := c.connect(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("failed to send prompt: %w", err)
-	}
-	r := newReply(sessionID, cn)
-	c.mu.Lock()
-	if _, busy := c.replies[sessionID]; busy {
+	for {
+		cn, err := c.sessionConn(ctx, sessionID)
+		if err != nil {
+			return nil, fmt.Errorf("failed to send prompt: %w", err)
+		}
+		r := newReply(sessionID, cn)
+		c.mu.Lock()
+		if _, busy := c.replies[sessionID]; busy {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("failed to send prompt: a reply is already running in session %q", sessionID)
+		}
+		if c.sessions[sessionID] != cn {
+			// Closed for idleness (or dropped) since we got it: dial again.
+			c.mu.Unlock()
+			continue
+		}
+		if cn.idle != nil {
+			cn.idle.Stop()
+		}
+		c.replies[sessionID] = r
+		lost := c.lost[sessionID]
+		delete(c.lost, sessionID)
 		c.mu.Unlock()
-		return nil, fmt.Errorf("failed to send prompt: a reply is already running in session %q", sessionID)
+		for _, tr := range lost {
+			r.push(item{ev: tr}) // ends a tool call of a turn from before a restart
+		}
+		r.armed.Store(true)
+		return r, nil
 	}
-	c.replies[sessionID] = r
-	c.mu.Unlock()
-	// Registered but not armed: a session/load history replay is not routed.
-	if err := c.ensureLoaded(ctx, cn, sessionID); err != nil {
-		c.endReply(r)
-		return nil, err
-	}
-	c.mu.Lock()
-	lost := c.lost[sessionID]
-	delete(c.lost, sessionID)
-	c.mu.Unlock()
-	for _, tr := range lost {
-		r.push(item{ev: tr}) // ends a tool call of a turn from before a restart
-	}
-	r.armed.Store(true)
-	return r, nil
 }
 
 // resumedRunTimeout bounds the wait for a resumed goose run to stop.
@@ -1032,7 +1215,7 @@ func (c *Client) settleResumedRun(ctx context.Context, cn *conn, id string) erro
 	if !strings.HasPrefix(run, "resume_") {
 		return nil
 	}
-	if err := cn.rpc.SendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(id)}); err != nil {
+	if err := cn.rpc.sendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(id)}); err != nil {
 		return fmt.Errorf("failed to stop goose's resumed run: %w", c.mapErr(cn, err))
 	}
 	timer := time.NewTimer(resumedRunTimeout)
@@ -1062,8 +1245,11 @@ func (c *Client) endReply(r *reply) {
 	if c.replies[r.sessionID] == r {
 		delete(c.replies, r.sessionID)
 	}
+	if c.sessions[r.sessionID] == r.cn {
+		c.idleLocked(r.cn)
+	}
 	c.mu.Unlock()
-	close(r.ended)
+	r.end()
 }
 
 // abort tells goose to stop a reply the consumer no longer reads.
@@ -1074,7 +1260,7 @@ func (c *Client) abort(r *reply) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := r.cn.rpc.SendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(r.sessionID)}); err != nil {
+	if err := r.cn.rpc.sendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(r.sessionID)}); err != nil {
 		c.log.Debug("failed to send session/cancel", "session", r.sessionID, "err", err)
 	}
 }
@@ -1082,7 +1268,7 @@ func (c *Client) abort(r *reply) {
 // runPrompt performs session/prompt and pushes the reply's ending.
 func (c *Client) runPrompt(ctx context.Context, r *reply, msg goose.UserMessage) {
 	cn := r.cn
-	resp, err := acpsdk.SendRequest[acpsdk.PromptResponse](cn.rpc, ctx, methodSessionPrompt, acpsdk.PromptRequest{
+	resp, err := request[acpsdk.PromptResponse](ctx, cn.rpc, methodSessionPrompt, acpsdk.PromptRequest{
 		SessionId: acpsdk.SessionId(r.sessionID),
 		Prompt:    []acpsdk.ContentBlock{acpsdk.TextBlock(msg.Text)},
 	})
@@ -1092,11 +1278,8 @@ func (c *Client) runPrompt(ctx context.Context, r *reply, msg goose.UserMessage)
 		}
 		mapped := c.mapErr(cn, err)
 		if errors.Is(mapped, goose.ErrUnavailable) {
-			// Deliver what was already read off the socket, then the break.
-			dctx, cancel := context.WithTimeout(ctx, time.Second)
-			cn.waitHandled(dctx, cn.stream.notifRead.Load())
-			cancel()
-			r.push(item{err: fmt.Errorf("failed to stream reply: %w: connection lost", goose.ErrStreamBroken)})
+			// What was read off the socket has been routed already.
+			r.push(item{err: fmt.Errorf("failed to stream reply: %w: %w", goose.ErrStreamBroken, cn.lostErr())})
 			return
 		}
 		r.push(item{err: fmt.Errorf("failed to stream reply: %w", mapped)})

@@ -14,9 +14,9 @@ type item struct {
 }
 
 // reply is the client-side state of one in-flight session/prompt. The
-// connection's notification handler pushes into it and never blocks (a slow
-// consumer must not stall every other session sharing the socket), so the
-// queue is unbounded; the Reply iterator drains it.
+// session connection's reader delivers into it, waiting while the queue is
+// full: a slow consumer slows its own session's connection, which nobody
+// else shares. The Reply iterator drains it.
 type reply struct {
 	sessionID string
 	cn        *conn
@@ -25,8 +25,10 @@ type reply struct {
 	// reach the consumer) is done.
 	armed atomic.Bool
 
-	signal chan struct{} // cap 1: "items were pushed"
-	ended  chan struct{} // closed when the iterator returns
+	signal  chan struct{} // cap 1: "items were pushed"
+	drained chan struct{} // cap 1: "the iterator took the queue"
+	ended   chan struct{} // closed once the iterator stops reading
+	endOnce sync.Once
 
 	mu              sync.Mutex
 	items           []item
@@ -41,6 +43,7 @@ func newReply(sessionID string, cn *conn) *reply {
 		sessionID: sessionID,
 		cn:        cn,
 		signal:    make(chan struct{}, 1),
+		drained:   make(chan struct{}, 1),
 		ended:     make(chan struct{}),
 	}
 }
@@ -55,11 +58,27 @@ func (r *reply) push(it item) {
 	}
 }
 
+// end marks that nobody reads the reply any more.
+func (r *reply) end() { r.endOnce.Do(func() { close(r.ended) }) }
+
 // deliver pushes a decoded notification, keeping the per-reply bookkeeping
 // that a single notification cannot carry (tool names, whether per-message
-// usage was seen).
-func (r *reply) deliver(d decoded) {
+// usage was seen). While limit items wait it blocks until the iterator takes
+// them, the reply ends or the connection closes: goose is slowed, nothing is
+// dropped for a reader that is still there.
+func (r *reply) deliver(d decoded, limit int, closed <-chan struct{}) {
 	r.mu.Lock()
+	for len(r.items) >= limit {
+		r.mu.Unlock()
+		select {
+		case <-r.drained:
+		case <-r.ended:
+			return
+		case <-closed:
+			return
+		}
+		r.mu.Lock()
+	}
 	switch ev := d.Event.(type) {
 	case *goose.ToolRequest:
 		if r.tools == nil {
@@ -92,6 +111,10 @@ func (r *reply) take() []item {
 	r.items = r.spare[:0]
 	r.spare = out
 	r.mu.Unlock()
+	select {
+	case r.drained <- struct{}{}:
+	default:
+	}
 	return out
 }
 
@@ -102,17 +125,6 @@ func (r *reply) toolName(id, fallback string) string {
 		return n
 	}
 	return fallback
-}
-
-// noteTool remembers a tool call's name seen before the reply was armed (the
-// session/load replay), for a lost approval to name it.
-func (r *reply) noteTool(id, name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.tools == nil {
-		r.tools = make(map[string]string)
-	}
-	r.tools[id] = name
 }
 
 func (r *reply) messageUsageSeen() bool {

@@ -13,7 +13,8 @@ import (
 )
 
 // An adk2goose that restarts while goose waits for a tool approval: goose's
-// session/load resumes that turn and asks for the approval again
+// session/load (ResumeSession, which gooseagent calls for a session it has
+// not used since it started) resumes that turn and asks for the approval again
 // (load_session.rs start_resumed_state_machine_turn), with a resumed run that
 // refuses prompts until it ends. The next turn on the new client starts with
 // a function response ending the lost tool call, goose's resumed run is
@@ -70,6 +71,10 @@ func TestResumedApprovalAfterRestartEndsAndTheNextTurnWorks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer after.Close()
+	// As gooseagent does with a session it has not used since it started.
+	if _, err := after.ResumeSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
 	var got []string
 	for ev, err := range after.Reply(ctx, s.ID, goose.UserMessage{Text: "next"}) {
 		if err != nil {

@@ -2,142 +2,366 @@ package acp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 	"github.com/gorilla/websocket"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
 )
 
-// writeTimeout bounds one frame write so a wedged peer cannot block every
-// session sharing the connection.
-const writeTimeout = 10 * time.Second
+const (
+	// writeTimeout bounds one frame write so a wedged peer cannot block its
+	// connection's callers forever.
+	writeTimeout = 10 * time.Second
 
-// wsStream adapts one WebSocket to the newline-delimited byte stream that
-// acp-go-sdk's Connection reads and writes (goose-acp.md §2.5: one JSON-RPC
-// message per text frame; §5: the SDK speaks NDJSON only).
+	// DefaultMaxFrameBytes bounds one frame read from goose, as goose bounds
+	// the frames it reads (tungstenite's 16 MiB). A larger frame is not
+	// buffered and ends the connection it came on.
+	DefaultMaxFrameBytes = 16 << 20
+
+	// gooseMaxInboundFrame is the largest frame goose serve reads: a larger
+	// one drops the WebSocket with no error (goose#10751).
+	gooseMaxInboundFrame = 16 << 20
+
+	methodCancelRequest = "$/cancel_request"
+)
+
+// errConnClosed is what calls on a connection that ended get; mapErr turns it
+// into goose.ErrUnavailable with the reason.
+var errConnClosed = errors.New("ACP connection closed")
+
+// wsConn is JSON-RPC 2.0 over one goose WebSocket, one message per text
+// frame (goose-acp.md §2.5). acp-go-sdk provides the message types; its
+// Connection is not used because its transport cannot keep a fault to one
+// session: it reads with a 10 MiB line limit whose overflow, like a full
+// 1024-notification queue, closes the connection, and it allocates a 1 MiB
+// buffer and runs four goroutines per connection, too much for a connection
+// per session.
 //
-// It also counts inbound notifications, because the SDK runs inbound requests
-// (session/request_permission) on their own goroutines while notifications go
-// through an ordered queue: the count lets a request handler wait until every
-// notification read before it has been handled, so events keep wire order.
-type wsStream struct {
-	ws *websocket.Conn
+// One goroutine reads. Notifications go to notify in wire order on that
+// goroutine, which waits for it: while notify waits (its reply's queue is
+// full) nothing more is read from this socket and goose is slowed through
+// TCP. It also orders events: a response or request is handled only after
+// every notification before it was routed. Requests from goose run each on
+// their own goroutine.
+type wsConn struct {
+	ws       *websocket.Conn
+	maxFrame int
+	log      *slog.Logger
+	notify   func(method string, params json.RawMessage)
+	handle   func(ctx context.Context, method string, params json.RawMessage) (any, *acpsdk.RequestError)
+	// ended, when set, runs on the reader once the connection has ended.
+	ended func()
 
-	// rest is the unread part of the current frame (plus its '\n'); only the
-	// SDK's single receive goroutine touches it.
-	rest []byte
+	wmu sync.Mutex
 
-	wmu  sync.Mutex
-	wbuf []byte
+	nextID   atomic.Uint64
+	mu       sync.Mutex
+	pending  map[uint64]chan rpcMessage
+	inflight map[string]context.CancelFunc // goose's requests being handled, by raw id
 
-	// notifRead counts notifications handed to the SDK; the Client counts the
-	// ones it handled.
-	notifRead atomic.Uint64
-
-	ready     chan struct{}
+	// fault is why the connection was ended by this side's reader, if it was.
+	fault     atomic.Pointer[error]
+	done      chan struct{} // closed when the reader has stopped
+	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once
+	ctx       context.Context // handlers' context; cancelled when the reader stops
+	cancel    context.CancelFunc
+	handlers  sync.WaitGroup
 }
 
-func newWSStream(ws *websocket.Conn) *wsStream {
-	return &wsStream{ws: ws, ready: make(chan struct{})}
-}
-
-// start lets Read proceed.
-func (s *wsStream) start() { close(s.ready) }
-
-// envelope mirrors the fields, and their types, that the SDK's own message
-// struct decodes, so a frame this decoder rejects is exactly one the SDK
-// drops too and the notification counts agree.
-type envelope struct {
+// rpcMessage is any JSON-RPC message, as read.
+type rpcMessage struct {
 	JSONRPC string               `json:"jsonrpc"`
-	ID      *json.RawMessage     `json:"id,omitempty"`
+	ID      json.RawMessage      `json:"id,omitempty"`
 	Method  string               `json:"method,omitempty"`
+	Params  json.RawMessage      `json:"params,omitempty"`
+	Result  json.RawMessage      `json:"result,omitempty"`
 	Error   *acpsdk.RequestError `json:"error,omitempty"`
 }
 
-// Read returns the next frame as one line.
-func (s *wsStream) Read(p []byte) (int, error) {
-	<-s.ready
-	for len(s.rest) == 0 {
-		typ, data, err := s.ws.ReadMessage()
-		if err != nil {
-			return 0, err
+// outMessage is a JSON-RPC message to send.
+type outMessage struct {
+	JSONRPC string               `json:"jsonrpc"`
+	ID      json.RawMessage      `json:"id,omitempty"`
+	Method  string               `json:"method,omitempty"`
+	Params  any                  `json:"params,omitempty"`
+	Result  any                  `json:"result,omitempty"`
+	Error   *acpsdk.RequestError `json:"error,omitempty"`
+}
+
+func newWSConn(ws *websocket.Conn, maxFrame int, log *slog.Logger,
+	notify func(string, json.RawMessage),
+	handle func(context.Context, string, json.RawMessage) (any, *acpsdk.RequestError),
+) *wsConn {
+	if maxFrame <= 0 {
+		maxFrame = DefaultMaxFrameBytes
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &wsConn{
+		ws: ws, maxFrame: maxFrame, log: log, notify: notify, handle: handle,
+		pending: make(map[uint64]chan rpcMessage), inflight: make(map[string]context.CancelFunc),
+		done: make(chan struct{}), closing: make(chan struct{}), ctx: ctx, cancel: cancel,
+	}
+	return w
+}
+
+// start runs the reader; ended, if not nil, runs once the connection ended.
+func (w *wsConn) start(ended func()) {
+	w.ended = ended
+	go w.read()
+}
+
+// Done is closed once the connection has ended.
+func (w *wsConn) Done() <-chan struct{} { return w.done }
+
+// Closing is closed once Close was called: a notify waiting for room gives
+// up, so the reader can stop.
+func (w *wsConn) Closing() <-chan struct{} { return w.closing }
+
+// faultErr is this side's own reason for ending the connection, or nil.
+func (w *wsConn) faultErr() error {
+	if p := w.fault.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (w *wsConn) fail(err error) {
+	w.fault.CompareAndSwap(nil, &err)
+}
+
+// read is the connection's only reader.
+func (w *wsConn) read() {
+	defer func() {
+		_ = w.ws.Close()
+		w.cancel() // handlers of goose's requests stop
+		w.mu.Lock()
+		w.pending = nil // callers waiting see done
+		w.mu.Unlock()
+		close(w.done)
+		if w.ended != nil {
+			w.ended()
 		}
-		// goose ignores binary frames; so do we (§2.5).
+	}()
+	for {
+		typ, r, err := w.ws.NextReader()
+		if err != nil {
+			return
+		}
+		// goose ignores binary frames; so do we (§2.5). NextReader skips
+		// what is left of a frame we do not read.
 		if typ != websocket.TextMessage {
 			continue
 		}
-		// A pretty-printed frame would be split into several lines by the
-		// SDK's scanner. Raw newlines are only legal as whitespace in JSON,
-		// so turning them into spaces keeps the message intact.
-		if bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0 {
-			data = bytes.Map(func(r rune) rune {
-				if r == '\n' || r == '\r' {
-					return ' '
-				}
-				return r
-			}, data)
+		data, err := io.ReadAll(io.LimitReader(r, int64(w.maxFrame)+1))
+		if err != nil {
+			return
+		}
+		if len(data) > w.maxFrame {
+			w.fail(fmt.Errorf("%w: goose sent a frame over %d bytes", goose.ErrMessageTooLarge, w.maxFrame))
+			return
 		}
 		if len(bytes.TrimSpace(data)) == 0 {
 			continue
 		}
-		var env envelope
-		if json.Unmarshal(data, &env) == nil && env.Method != "" && env.ID == nil && env.Method != "$/cancel_request" {
-			s.notifRead.Add(1)
+		var m rpcMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			// Nothing in it can be answered or routed, and a peer that sends
+			// it may have lost a frame we wait for: end the connection (the
+			// session's own, or the control one) with the reason.
+			w.fail(fmt.Errorf("failed to decode a frame from goose: %w", err))
+			return
 		}
-		s.rest = append(data, '\n')
-	}
-	n := copy(p, s.rest)
-	s.rest = s.rest[n:]
-	return n, nil
-}
-
-// Write sends each complete line as one text frame.
-func (s *wsStream) Write(p []byte) (int, error) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	buf := append(s.wbuf, p...)
-	start := 0
-	for {
-		i := bytes.IndexByte(buf[start:], '\n')
-		if i < 0 {
-			break
-		}
-		line := buf[start : start+i]
-		start += i + 1
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		_ = s.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if err := s.ws.WriteMessage(websocket.TextMessage, line); err != nil {
-			// A failed write leaves the socket unusable; closing it ends
-			// the reader too, so every waiter learns the connection is gone.
-			_ = s.ws.Close()
-			s.wbuf = buf[:0]
-			return 0, err
+		switch {
+		case m.Method != "" && m.ID == nil:
+			if m.Method == methodCancelRequest {
+				w.cancelInbound(m.Params)
+				continue
+			}
+			w.notify(m.Method, m.Params)
+		case m.Method != "":
+			w.serve(m)
+		case m.ID != nil:
+			w.deliver(m)
+		default:
+			w.log.Warn("skipped a goose frame with neither method nor id", "bytes", len(data))
 		}
 	}
-	// Keep a partial line (the SDK never writes one, but io.Writer allows it)
-	// at the front so the buffer's storage is reused.
-	n := copy(buf, buf[start:])
-	s.wbuf = buf[:n]
-	return len(p), nil
 }
 
-// Close sends a close frame (best effort) and closes the socket, which ends
-// the SDK's reader and so the whole Connection. goose aborts the connection's
-// agent when the socket closes (§2.5), sessions stay in its store.
-func (s *wsStream) Close() error {
+// deliver hands a response to the call waiting for it.
+func (w *wsConn) deliver(m rpcMessage) {
+	id, err := strconv.ParseUint(string(bytes.TrimSpace(m.ID)), 10, 64)
+	if err != nil {
+		w.log.Warn("skipped a goose response to no request of ours", "id", string(m.ID))
+		return
+	}
+	w.mu.Lock()
+	ch := w.pending[id]
+	delete(w.pending, id)
+	w.mu.Unlock()
+	if ch != nil {
+		ch <- m // buffered: the caller may have gone
+	}
+}
+
+// serve runs one request from goose on its own goroutine and answers it.
+func (w *wsConn) serve(m rpcMessage) {
+	ctx, cancel := context.WithCancel(w.ctx)
+	key := string(m.ID)
+	w.mu.Lock()
+	w.inflight[key] = cancel
+	w.mu.Unlock()
+	w.handlers.Add(1)
+	go func() {
+		defer w.handlers.Done()
+		defer func() {
+			w.mu.Lock()
+			delete(w.inflight, key)
+			w.mu.Unlock()
+			cancel()
+		}()
+		res, rerr := w.handle(ctx, m.Method, m.Params)
+		out := outMessage{JSONRPC: "2.0", ID: m.ID, Error: rerr}
+		if rerr == nil {
+			if res == nil {
+				res = struct{}{}
+			}
+			out.Result = res
+		}
+		if err := w.write(out); err != nil {
+			w.log.Debug("failed to answer a goose request", "method", m.Method, "err", err)
+		}
+	}()
+}
+
+// cancelInbound stops the handler of a request goose cancelled.
+func (w *wsConn) cancelInbound(params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	w.mu.Lock()
+	cancel := w.inflight[string(bytes.TrimSpace(p.RequestID))]
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// request sends one request and waits for its response. A done ctx sends
+// goose $/cancel_request for it (goose supports it, §3).
+func request[T any](ctx context.Context, w *wsConn, method string, params any) (T, error) {
+	var zero T
+	id := w.nextID.Add(1)
+	ch := make(chan rpcMessage, 1)
+	w.mu.Lock()
+	if w.pending == nil {
+		w.mu.Unlock()
+		return zero, errConnClosed
+	}
+	w.pending[id] = ch
+	w.mu.Unlock()
+	forget := func() {
+		w.mu.Lock()
+		if w.pending != nil {
+			delete(w.pending, id)
+		}
+		w.mu.Unlock()
+	}
+	rawID := json.RawMessage(strconv.FormatUint(id, 10))
+	if err := w.write(outMessage{JSONRPC: "2.0", ID: rawID, Method: method, Params: params}); err != nil {
+		forget()
+		return zero, err
+	}
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			return zero, m.Error
+		}
+		var res T
+		if len(m.Result) > 0 {
+			if err := json.Unmarshal(m.Result, &res); err != nil {
+				return zero, fmt.Errorf("failed to decode the %s result: %w", method, err)
+			}
+		}
+		return res, nil
+	case <-ctx.Done():
+		forget()
+		select {
+		case <-w.done:
+		default:
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = w.sendNotification(cctx, methodCancelRequest, map[string]any{"requestId": rawID}) // best effort: goose also ends it with the connection
+			cancel()
+		}
+		return zero, ctx.Err()
+	case <-w.done:
+		return zero, errConnClosed
+	}
+}
+
+// sendNotification sends one notification.
+func (w *wsConn) sendNotification(_ context.Context, method string, params any) error {
+	return w.write(outMessage{JSONRPC: "2.0", Method: method, Params: params})
+}
+
+// write sends one message as one text frame. A message goose could not read
+// is refused here and the connection kept.
+func (w *wsConn) write(m outMessage) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("failed to encode %s: %w", m.Method, err)
+	}
+	if len(b) > gooseMaxInboundFrame {
+		// goose would drop the socket without a word (goose#10751).
+		return fmt.Errorf("%w: a %d-byte frame, over goose's %d", goose.ErrMessageTooLarge, len(b), gooseMaxInboundFrame)
+	}
+	select {
+	case <-w.done:
+		return errConnClosed
+	default:
+	}
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	_ = w.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if err := w.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		// A failed write leaves the socket unusable; closing it ends the
+		// reader too, so every waiter learns the connection is gone.
+		_ = w.ws.Close()
+		return fmt.Errorf("%w: %w", errConnClosed, err)
+	}
+	return nil
+}
+
+// Close sends a close frame (best effort), closes the socket and waits for
+// the reader and the handlers of goose's requests to stop. goose aborts the
+// connection's agent when the socket closes (§2.5); sessions stay in its
+// store.
+func (w *wsConn) Close() error {
 	var err error
-	s.closeOnce.Do(func() {
+	w.closeOnce.Do(func() {
+		close(w.closing)
 		// WriteControl may run concurrently with WriteMessage (gorilla docs).
-		_ = s.ws.WriteControl(websocket.CloseMessage,
+		_ = w.ws.WriteControl(websocket.CloseMessage,
 			websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""),
 			time.Now().Add(time.Second))
-		err = s.ws.Close()
+		err = w.ws.Close()
 	})
+	<-w.done
+	w.handlers.Wait()
 	return err
 }

@@ -106,6 +106,8 @@ type Serve struct {
 	calls       map[string]int
 	httpFail    int
 	methodFails map[string]acpRpcError
+	outQueue    int // see WithServeOutboundQueue
+	outDrops    int
 }
 
 type serveSession struct {
@@ -173,13 +175,7 @@ func (s *Serve) Close() {
 // crashed or restarted goose would. goose then aborts each connection's agent
 // and its runs; sessions stay in the store (§2.1, §2.5).
 func (s *Serve) DropConnections() {
-	s.mu.Lock()
-	conns := make([]*serveConn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range s.openConns() {
 		_ = c.ws.NetConn().Close()
 	}
 }
@@ -381,6 +377,7 @@ func (s *Serve) handleACP(w http.ResponseWriter, r *http.Request) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
+	c.startWriter()
 	c.serve()
 }
 
@@ -468,7 +465,9 @@ type serveConn struct {
 	s  *Serve
 	ws *websocket.Conn
 
-	wmu sync.Mutex
+	wmu      sync.Mutex
+	out      chan []byte // goose's outbound queue, see WithServeOutboundQueue
+	dropOnce sync.Once
 
 	mu          sync.Mutex
 	initialized bool
@@ -556,6 +555,9 @@ func (c *serveConn) write(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("goosetest: marshal: %v", err))
+	}
+	if c.enqueue(b) {
+		return
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()

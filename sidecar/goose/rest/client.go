@@ -31,8 +31,11 @@ type Config struct {
 	// would cut long replies. Default: a client with its own transport.
 	HTTPClient *http.Client
 	// MaxEventBytes bounds one SSE line and one event; 0 selects
-	// the SSE reader's default (16 MiB).
+	// the SSE reader's default (16 MiB). A larger one ends its reply only.
 	MaxEventBytes int
+	// MaxMessageBytes caps a user message, JSON-encoded; default
+	// goose.DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// Retry tunes retries; zero fields take the defaults of issue 3 §4.
 	Retry RetryPolicy
 }
@@ -88,6 +91,7 @@ type Client struct {
 	hc       *http.Client
 	ownHC    bool
 	maxEvent int
+	maxMsg   int
 	retry    RetryPolicy
 
 	mu      sync.Mutex
@@ -117,6 +121,7 @@ func New(cfg Config) (*Client, error) {
 		key:      cfg.SecretKey,
 		hc:       cfg.HTTPClient,
 		maxEvent: cfg.MaxEventBytes,
+		maxMsg:   cfg.MaxMessageBytes,
 		retry:    cfg.Retry.withDefaults(),
 		streams:  make(map[string]map[*stream]struct{}),
 	}

@@ -29,6 +29,10 @@ import (
 // after Cancel.
 func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMessage) iter.Seq2[goose.Event, error] {
 	return func(yield func(goose.Event, error) bool) {
+		if err := goose.CheckMessageSize(msg.Text, c.maxMsg); err != nil {
+			yield(nil, err)
+			return
+		}
 		parent := ctx
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -87,6 +91,11 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 					// Early setup failures send Error and close (reference §3).
 					yield(nil, earlyError(d.agentErr))
 					return
+				}
+				if errors.Is(err, sse.ErrTooLong) {
+					// Only this reply's stream is given up: each reply has
+					// its own HTTP exchange, and closing it stops goosed's.
+					err = fmt.Errorf("%w: %w", goose.ErrMessageTooLarge, err)
 				}
 				ended(fmt.Errorf("failed to read reply: %w: %w", goose.ErrStreamBroken, err))
 				return

@@ -1,0 +1,26 @@
+package controllers
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/adk2goose/goose-operator/controllers/render"
+)
+
+// CacheOptions scopes the manager's cache to the objects the operator
+// manages. Pods, Secrets and ConfigMaps exist in large numbers in a cluster
+// and are not the operator's business unless they belong to an agent: the
+// cache holds only those carrying the agent labels. Secrets and ConfigMaps
+// that agents reference (API keys, instructions) are followed through package
+// references instead, so no other application's values sit in memory.
+func CacheOptions() cache.Options {
+	agentPods := labels.SelectorFromSet(labels.Set{render.LabelName: render.AppName})
+	children := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}:       {Label: agentPods},
+		&corev1.Secret{}:    {Label: children},
+		&corev1.ConfigMap{}: {Label: children},
+	}}
+}

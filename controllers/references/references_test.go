@@ -1,0 +1,119 @@
+package references_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/adk2goose/goose-operator/controllers/references"
+	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/internal/testenv"
+)
+
+func start(t *testing.T, env *testenv.Env, reads *atomic.Int64) *references.Tracker {
+	t.Helper()
+	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := interceptor.NewClient(direct, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			reads.Add(1)
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	tr, err := references.New(env.Config, env.Scheme, counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("tracker: %v", err)
+		}
+	})
+	if !tr.WaitForCacheSync(ctx) {
+		t.Fatal("tracker did not sync")
+	}
+	return tr
+}
+
+// eventually polls cond for up to 30 s: the watch delivers changes
+// asynchronously, and the machine may be loaded.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestReadKeyRemembersUntilChanged: a value polled every interval costs one
+// apiserver read per change of its Secret, not one per poll; a changed or
+// deleted Secret is never answered from memory once the watch has seen it.
+func TestReadKeyRemembersUntilChanged(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Namespace: "default"}, StringData: map[string]string{"k": "v1"}}
+	if err := env.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64
+	tr := start(t, env, &reads)
+
+	read := func() (string, bool) {
+		t.Helper()
+		v, found, err := tr.ReadKey(ctx, render.KindSecret, "default", "token", "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, found
+	}
+	eventually(t, "the Secret to be seen", func() bool { _, ok := read(); return ok })
+	before := reads.Load()
+	for range 10 {
+		if v, _ := read(); v != "v1" {
+			t.Fatalf("value %q, want v1", v)
+		}
+	}
+	if n := reads.Load() - before; n != 0 {
+		t.Errorf("10 polls of an unchanged Secret made %d apiserver reads, want 0", n)
+	}
+
+	s.Data = map[string][]byte{"k": []byte("v2")}
+	if err := env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new value", func() bool { v, _ := read(); return v == "v2" })
+
+	if v, found := func() (string, bool) {
+		v, found, err := tr.ReadKey(ctx, render.KindSecret, "default", "token", "missing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, found
+	}(); found || v != "" {
+		t.Errorf("absent key: %q, %v; want not found", v, found)
+	}
+
+	if err := env.Client.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deletion", func() bool { _, ok := read(); return !ok })
+
+	values, found, err := tr.Read(ctx, render.KindSecret, "default", "token")
+	if err != nil || found || values != nil {
+		t.Errorf("Read of a deleted Secret = %v, %v, %v; want not found", values, found, err)
+	}
+}

@@ -1,0 +1,254 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+)
+
+// Tests that a fault in one session's goose traffic ends that session's turn
+// at most, with a clear error, while three other sessions, mid-reply, keep
+// streaming (goosetest.RunBystanders). These are the faults only goose serve
+// has (frames, its outbound queue); contract_isolation_test.go runs the ones
+// every flavour shares. goleak (TestMain) checks nothing is left behind.
+
+func newIsolationPair(t *testing.T, cfg Config, opts ...goosetest.ServeOption) (*goosetest.Serve, *Client) {
+	t.Helper()
+	srv := goosetest.NewServe(t, opts...)
+	cfg.URL, cfg.SecretKey = srv.URL, srv.Secret
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return srv, c
+}
+
+// A line over acp-go-sdk's 10 MiB scanner limit used to end the shared
+// connection ("bufio.Scanner: token too long") and every turn on it. It is
+// under goose's own 16 MiB frame limit, a message goose may send: it arrives.
+func TestLineOverSDKLimitIsDelivered(t *testing.T) {
+	big := strings.Repeat("z", 11<<20)
+	script := goosetest.WithBystanders(func(string) goosetest.Reply {
+		return goosetest.Reply{Steps: []goosetest.Step{{Text: big}}}
+	})
+	_, c := newIsolationPair(t, Config{}, goosetest.WithServeScript(script))
+	victim := startSession(t, c)
+	goosetest.RunBystanders(t, c, func() {
+		evs, err := collect(c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}))
+		if err != nil || len(evs) < 2 || evs[0].(*goose.TextDelta).Text != big {
+			t.Errorf("11 MiB delta: %d events, err %v", len(evs), err)
+		}
+	})
+}
+
+func TestUndecodableFrameEndsOnlyItsSession(t *testing.T) {
+	script := goosetest.WithBystanders(func(string) goosetest.Reply {
+		return goosetest.Reply{Steps: []goosetest.Step{{Text: "ok"}, {Delay: time.Hour, Text: "late"}}}
+	})
+	srv, c := newIsolationPair(t, Config{}, goosetest.WithServeScript(script))
+	victim := startSession(t, c)
+	goosetest.RunBystanders(t, c, func() {
+		var gotErr error
+		for ev, err := range c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}) {
+			if err != nil {
+				gotErr = err
+				break
+			}
+			if d, ok := ev.(*goose.TextDelta); ok && d.Text == "ok" && !srv.SendRaw(victim, []byte(`{"jsonrpc":"2.0","method":`)) {
+				t.Error("no run to send the broken frame to")
+			}
+		}
+		if !errors.Is(gotErr, goose.ErrStreamBroken) || !strings.Contains(gotErr.Error(), "failed to decode a frame from goose") {
+			t.Errorf("err = %v, want ErrStreamBroken naming the undecodable frame", gotErr)
+		}
+	})
+}
+
+// A notification flood from a goose with its 1024-frame outbound queue: whatever
+// happens to the flooded session (all events, or goose dropping its
+// connection when the queue fills), it is reported, and the others stream.
+func TestNotificationFloodWithGooseQueueOthersStream(t *testing.T) {
+	const flood = 20000
+	_, c := newIsolationPair(t, Config{},
+		goosetest.WithServeOutboundQueue(goosetest.ServeOutboundCapacity),
+		goosetest.WithServeScript(goosetest.WithBystanders(func(string) goosetest.Reply { return goosetest.Deltas(flood, "f") })))
+	victim := startSession(t, c)
+	goosetest.RunBystanders(t, c, func() {
+		evs, err := collect(c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}))
+		n := 0
+		for _, ev := range evs {
+			if _, ok := ev.(*goose.TextDelta); ok {
+				n++
+			}
+		}
+		if err == nil && n != flood || err != nil && !errors.Is(err, goose.ErrStreamBroken) {
+			t.Errorf("flood: %d of %d deltas, err %v", n, flood, err)
+		}
+	})
+}
+
+// A reader that stops reading holds back only its own session: the client
+// queues a bounded number of its events and stops reading its connection;
+// the others complete meanwhile, and the slow reader then gets everything.
+func TestSlowReaderHoldsOnlyItsSession(t *testing.T) {
+	const n = 5000
+	_, c := newIsolationPair(t, Config{MaxQueuedEvents: 16},
+		goosetest.WithServeScript(goosetest.WithBystanders(func(string) goosetest.Reply { return goosetest.Deltas(n, "s") })))
+	victim := startSession(t, c)
+	resume := make(chan struct{})
+	got := make(chan int, 1)
+	go func() {
+		count, first := 0, true
+		var err error
+		for ev, e := range c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}) {
+			if e != nil {
+				err = e
+				break
+			}
+			if first {
+				first = false
+				<-resume
+			}
+			if _, ok := ev.(*goose.TextDelta); ok {
+				count++
+			}
+		}
+		if err != nil {
+			t.Errorf("slow reader: %v", err)
+		}
+		got <- count
+	}()
+	eventually(t, "the slow reader's queue to fill", func() bool {
+		c.mu.Lock()
+		r := c.replies[victim]
+		c.mu.Unlock()
+		if r == nil {
+			return false
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.items) >= 16
+	})
+	goosetest.RunBystanders(t, c, func() {})
+	c.mu.Lock()
+	r := c.replies[victim]
+	c.mu.Unlock()
+	r.mu.Lock()
+	queued := len(r.items)
+	r.mu.Unlock()
+	if queued > 16 {
+		t.Errorf("%d events queued for a reader that does not read, bound 16", queued)
+	}
+	close(resume)
+	if count := <-got; count != n {
+		t.Errorf("slow reader got %d of %d deltas", count, n)
+	}
+}
+
+// With goose's bounded outbound queue a reader that stops long enough makes
+// goose drop that session's connection; its turn ends with ErrStreamBroken
+// once it reads again, after the events that arrived. The others complete.
+func TestSlowReaderWithGooseQueueLosesOnlyItsConnection(t *testing.T) {
+	const n = 60000
+	srv, c := newIsolationPair(t, Config{MaxQueuedEvents: 16},
+		goosetest.WithServeOutboundQueue(goosetest.ServeOutboundCapacity),
+		goosetest.WithServeScript(goosetest.WithBystanders(func(string) goosetest.Reply { return goosetest.Deltas(n, "s") })))
+	victim := startSession(t, c)
+	resume := make(chan struct{})
+	type outcome struct {
+		deltas int
+		err    error
+	}
+	got := make(chan outcome, 1)
+	go func() {
+		var o outcome
+		first := true
+		for ev, err := range c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}) {
+			if err != nil {
+				o.err = err
+				break
+			}
+			if first {
+				first = false
+				<-resume
+			}
+			if _, ok := ev.(*goose.TextDelta); ok {
+				o.deltas++
+			}
+		}
+		got <- o
+	}()
+	waitFor(t, 30*time.Second, "goose to drop the slow session's connection", func() bool { return srv.OutboundDrops() == 1 })
+	goosetest.RunBystanders(t, c, func() {})
+	close(resume)
+	o := <-got
+	// How many deltas got through before the queue filled depends on timing;
+	// never all of them, and the end is reported.
+	if !errors.Is(o.err, goose.ErrStreamBroken) || o.deltas >= n {
+		t.Errorf("slow reader: %d deltas, err %v; want fewer than %d, then ErrStreamBroken", o.deltas, o.err, n)
+	}
+	if d := srv.OutboundDrops(); d != 1 {
+		t.Errorf("goose dropped %d connections, want only the slow one", d)
+	}
+}
+
+func TestIdleSessionConnectionCloses(t *testing.T) {
+	srv, c := newIsolationPair(t, Config{IdleTimeout: 20 * time.Millisecond})
+	id := startSession(t, c)
+	if _, err := collect(c.Reply(context.Background(), id, goose.UserMessage{Text: "one"})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the idle connection to close", func() bool { return srv.OpenConnections() == 0 && c.openConns() == 0 })
+	if _, err := collect(c.Reply(context.Background(), id, goose.UserMessage{Text: "two"})); err != nil {
+		t.Fatalf("reply after the idle close: %v", err)
+	}
+	if len(srv.Loads()) != 0 {
+		t.Errorf("session/load %v: goose activates the session on the prompt", srv.Loads())
+	}
+}
+
+func TestDeleteClosesTheSessionConnection(t *testing.T) {
+	srv, c := newIsolationPair(t, Config{})
+	id := startSession(t, c)
+	if err := c.DeleteSession(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	// The delete went on the session's own connection, which then closes.
+	eventually(t, "the session connection to close", func() bool { return srv.OpenConnections() == 0 })
+}
+
+func TestDialBackoff(t *testing.T) {
+	for failures, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 6: 3200 * time.Millisecond, 7: 5 * time.Second, 100: 5 * time.Second} {
+		if got := dialBackoff(failures); got != want {
+			t.Errorf("dialBackoff(%d) = %v, want %v", failures, got, want)
+		}
+	}
+}
+
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// openConns counts the connections the client holds open.
+func (c *Client) openConns() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.sessions)
+	if c.control != nil {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,177 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+	"github.com/gorilla/websocket"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+)
+
+// rawPeer is a WebSocket server whose side of the conversation the test
+// plays frame by frame.
+func rawPeer(t *testing.T) (*websocket.Conn, <-chan *websocket.Conn) {
+	t.Helper()
+	peers := make(chan *websocket.Conn, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		peers <- ws
+	}))
+	t.Cleanup(srv.Close)
+	ws, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return ws, peers
+}
+
+func TestWSConnFrames(t *testing.T) {
+	ws, peers := rawPeer(t)
+	notes := make(chan string, 10)
+	handled := make(chan context.Context, 1)
+	w := newWSConn(ws, 1<<10, slog.New(slog.DiscardHandler),
+		func(method string, params json.RawMessage) { notes <- method + " " + string(params) },
+		func(ctx context.Context, method string, _ json.RawMessage) (any, *acpsdk.RequestError) {
+			if method == "slow" {
+				handled <- ctx
+				<-ctx.Done()
+				return nil, acpsdk.NewRequestCancelled(nil)
+			}
+			return map[string]string{"echo": method}, nil
+		})
+	w.start(nil)
+	t.Cleanup(func() { _ = w.Close() })
+	peer := <-peers
+	t.Cleanup(func() { _ = peer.Close() })
+	send := func(s string) {
+		t.Helper()
+		if err := peer.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readPeer := func() map[string]any {
+		t.Helper()
+		_, b, err := peer.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		return m
+	}
+
+	// Binary, blank, id-less and unknown-id frames are skipped; a
+	// pretty-printed notification is one message.
+	_ = peer.WriteMessage(websocket.BinaryMessage, []byte("{}"))
+	send("  \n")
+	send(`{"jsonrpc":"2.0"}`)
+	send(`{"jsonrpc":"2.0","id":999,"result":{}}`)
+	send("{\n  \"jsonrpc\": \"2.0\",\n  \"method\": \"session/update\",\n  \"params\": {\"a\": 1}\n}")
+	if got := <-notes; got != `session/update {"a": 1}` {
+		t.Errorf("notification = %q", got)
+	}
+
+	// A request of ours gets its response; a goose request gets an answer.
+	res := make(chan error, 1)
+	go func() {
+		v, err := request[map[string]int](context.Background(), w, "ping", nil)
+		if err == nil && v["n"] != 7 {
+			err = errors.New("wrong result")
+		}
+		res <- err
+	}()
+	m := readPeer()
+	if m["method"] != "ping" {
+		t.Fatalf("request = %v", m)
+	}
+	id, _ := json.Marshal(m["id"])
+	send(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"n":7}}`)
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+	send(`{"jsonrpc":"2.0","id":"g1","method":"hello","params":{}}`)
+	if m := readPeer(); m["id"] != "g1" || m["result"].(map[string]any)["echo"] != "hello" {
+		t.Errorf("answer = %v", m)
+	}
+
+	// $/cancel_request from goose cancels its request's handler.
+	send(`{"jsonrpc":"2.0","id":"g2","method":"slow","params":{}}`)
+	ctx := <-handled
+	send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"g2"}}`)
+	<-ctx.Done()
+	if m := readPeer(); m["id"] != "g2" || m["error"] == nil {
+		t.Errorf("answer to the cancelled request = %v", m)
+	}
+
+	// A cancelled call of ours sends $/cancel_request.
+	cctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, err := request[json.RawMessage](cctx, w, "long", nil)
+		res <- err
+	}()
+	m = readPeer()
+	cancel()
+	if err := <-res; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call: %v", err)
+	}
+	if c := readPeer(); c["method"] != methodCancelRequest || c["params"].(map[string]any)["requestId"] != m["id"] {
+		t.Errorf("after cancel: %v, want $/cancel_request for %v", c, m["id"])
+	}
+
+	// A frame over the limit ends the connection with the reason; a call
+	// waiting on it fails.
+	go func() {
+		_, err := request[json.RawMessage](context.Background(), w, "waits", nil)
+		res <- err
+	}()
+	readPeer()
+	send(`{"jsonrpc":"2.0","method":"x","params":"` + strings.Repeat("a", 2<<10) + `"}`)
+	if err := <-res; !errors.Is(err, errConnClosed) {
+		t.Errorf("waiting call: %v", err)
+	}
+	if err := w.faultErr(); !errors.Is(err, goose.ErrMessageTooLarge) {
+		t.Errorf("fault = %v", err)
+	}
+	select {
+	case <-w.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection still open")
+	}
+	if _, err := request[json.RawMessage](context.Background(), w, "after", nil); !errors.Is(err, errConnClosed) {
+		t.Errorf("call after the end: %v", err)
+	}
+}
+
+func TestWSConnRefusesAFrameGooseCannotRead(t *testing.T) {
+	ws, peers := rawPeer(t)
+	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler), func(string, json.RawMessage) {}, nil)
+	w.start(nil)
+	t.Cleanup(func() { _ = w.Close() })
+	peer := <-peers
+	t.Cleanup(func() { _ = peer.Close() })
+	_, err := request[json.RawMessage](context.Background(), w, "big", map[string]string{"t": strings.Repeat("x", 16<<20)})
+	if !errors.Is(err, goose.ErrMessageTooLarge) {
+		t.Fatalf("err = %v", err)
+	}
+	// The connection is kept: the next call goes out.
+	go func() { _, _ = request[json.RawMessage](context.Background(), w, "small", nil) }()
+	_, b, err := peer.ReadMessage()
+	if err != nil || !strings.Contains(string(b), `"small"`) {
+		t.Fatalf("next frame %s, %v", b, err)
+	}
+}

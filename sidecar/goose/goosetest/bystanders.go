@@ -1,0 +1,108 @@
+package goosetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+)
+
+// BystanderDeltas is how many text deltas a bystander's reply has.
+const BystanderDeltas = 200
+
+// bystanderText is the user text bystander replies send.
+const bystanderText = "bystander"
+
+// WithBystanders is a Script for fault-isolation tests: it answers the
+// bystanders RunBystanders starts with BystanderDeltas deltas, and every
+// other message with faulty.
+func WithBystanders(faulty func(text string) Reply) Script {
+	return func(_, text string) Reply {
+		if text == bystanderText {
+			return Deltas(BystanderDeltas, "b")
+		}
+		return faulty(text)
+	}
+}
+
+// Deltas is a reply of n text deltas "prefix0 ", "prefix1 ", ... and one
+// usage step.
+func Deltas(n int, prefix string) Reply {
+	steps := make([]Step, 0, n+1)
+	for i := range n {
+		steps = append(steps, Step{Text: fmt.Sprintf("%s%d ", prefix, i)})
+	}
+	return Reply{Steps: append(steps, Step{Usage: &UsageStep{Input: 1, Output: int64(n)}})}
+}
+
+// RunBystanders checks that a fault in one session leaves the others whole.
+// It starts three replies on new sessions of b (the fake must answer them
+// through WithBystanders), calls fault once each has read its first event,
+// while each is still mid-reply (its reader waits for fault to return), and
+// then requires every one to complete with all its deltas in order.
+func RunBystanders(t testing.TB, b goose.Backend, fault func()) {
+	t.Helper()
+	const n = 3
+	ids := make([]string, n)
+	for i := range ids {
+		// goose serve needs the cwd to exist as a directory (server.rs
+		// validate_absolute_cwd); the fakes run in this process.
+		s, err := b.StartSession(context.Background(), goose.StartOptions{WorkingDir: os.TempDir()})
+		if err != nil {
+			t.Fatalf("failed to start a bystander session: %v", err)
+		}
+		ids[i] = s.ID
+	}
+	var want strings.Builder
+	for j := range BystanderDeltas {
+		fmt.Fprintf(&want, "b%d ", j)
+	}
+	var started, wg sync.WaitGroup
+	started.Add(n)
+	faulted := make(chan struct{})
+	errs := make([]error, n)
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			first, finished := true, false
+			var text strings.Builder
+			for ev, err := range b.Reply(context.Background(), id, goose.UserMessage{Text: bystanderText}) {
+				if err != nil {
+					errs[i] = err
+					break
+				}
+				if first {
+					first = false
+					started.Done()
+					<-faulted
+				}
+				switch ev := ev.(type) {
+				case *goose.TextDelta:
+					text.WriteString(ev.Text)
+				case *goose.Finish:
+					finished = true
+				}
+			}
+			if first {
+				started.Done()
+			}
+			if errs[i] == nil && (!finished || text.String() != want.String()) {
+				errs[i] = fmt.Errorf("finished=%v, %d bytes of text, want %d", finished, text.Len(), want.Len())
+			}
+		}()
+	}
+	started.Wait()
+	fault()
+	close(faulted)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("bystander session %d: %v", i, err)
+		}
+	}
+}

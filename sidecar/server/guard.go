@@ -1,0 +1,238 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"google.golang.org/adk/session"
+
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+)
+
+// Codes of the JSON error answers ({"error", "code", "detail"}) this
+// server gives before adkrest or a2asrv see a request.
+const (
+	codeBadRequest      = "BAD_REQUEST"
+	codeAppNotFound     = "APP_NOT_FOUND"
+	codeSessionNotFound = "SESSION_NOT_FOUND"
+	codeSessionExists   = "SESSION_EXISTS"
+	codeSessionBusy     = "SESSION_BUSY"
+)
+
+// httpError is a JSON error answer.
+type httpError struct {
+	status    int
+	code, msg string
+}
+
+// serveRun guards /run and /run_sse: client mistakes get a 4xx with a JSON
+// reason here, where adkrest would answer text/plain, or 500 after having
+// stored the user message; and the run takes the session's turn.
+func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, req *RunRequest, next http.Handler) {
+	if req.AppName != s.cfg.AppName {
+		writeJSONError(w, r, http.StatusNotFound, codeAppNotFound, s.unknownApp(req.AppName))
+		return
+	}
+	if he := s.checkConfirmations(req); he != nil {
+		writeJSONError(w, r, he.status, he.code, he.msg)
+		return
+	}
+	release, ok := s.takeTurn(w, r, gooseagent.SessionKey{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID})
+	if !ok {
+		return
+	}
+	defer release()
+	ctx := runContext(r.Context(), req.AppName, req.UserID, req.SessionID)
+	// Loaded here once for the run (see sessionService.Get).
+	_, err := s.sessions.Get(ctx, &session.GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID})
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		writeJSONError(w, r, http.StatusNotFound, codeSessionNotFound,
+			fmt.Sprintf("session %q of user %q not found: create it first (POST /apps/%s/users/%s/sessions)", req.SessionID, req.UserID, req.AppName, url.PathEscape(req.UserID)))
+		return
+	case err != nil:
+		s.log.Error("failed to load a session before a run; letting the runner answer", "error", err)
+	}
+	defer func() {
+		if err := s.sessions.flush(sessionID{req.AppName, req.UserID, req.SessionID}); err != nil {
+			s.log.Error("failed to store a run's user message", "session", req.SessionID, "error", err)
+		}
+	}()
+	next.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// guardSessions answers ADK REST requests for another app with 404 (adkrest
+// would create its sessions, then fail their runs with 500), gives the
+// session writes outside runs (create with an id, PATCH, DELETE) the
+// session's turn, and answers a create of an existing id with 409 as ADK
+// Python's server does, where adkrest answers 500 with SQLite's UNIQUE
+// constraint error.
+func (s *Server) guardSessions(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		app, user, session, isResource, ok := appPath(r)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if app != s.cfg.AppName {
+			writeJSONError(w, r, http.StatusNotFound, codeAppNotFound, s.unknownApp(app))
+			return
+		}
+		if !isResource || (r.Method != http.MethodPost && r.Method != http.MethodPatch && r.Method != http.MethodDelete) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		release, ok := s.takeTurn(w, r, gooseagent.SessionKey{AppName: app, UserID: user, SessionID: session})
+		if !ok {
+			return
+		}
+		defer release()
+		if r.Method == http.MethodPost {
+			exists, err := s.OwnsSession(r.Context(), user, session)
+			if err != nil {
+				s.log.Error("failed to look up a session before creating it", "error", err)
+			}
+			if exists {
+				writeJSONError(w, r, http.StatusConflict, codeSessionExists, "Session already exists: "+session)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) unknownApp(app string) string {
+	return fmt.Sprintf("app %q not found: this server serves %q (GET /list-apps)", app, s.cfg.AppName)
+}
+
+// takeTurn waits for the session's turn (turnGate). When it cannot have it
+// the request is answered (409 when the wait ran out; nothing when the
+// client went away) and ok is false.
+func (s *Server) takeTurn(w http.ResponseWriter, r *http.Request, k gooseagent.SessionKey) (release func(), ok bool) {
+	release, err := s.turns.acquire(r.Context(), k, s.cfg.TurnWait)
+	switch {
+	case err == nil:
+		return release, true
+	case r.Context().Err() == nil:
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, r, http.StatusConflict, codeSessionBusy,
+			fmt.Sprintf("session %q is busy with another turn that did not end within %s; retry when it has", k.SessionID, s.cfg.TurnWait))
+	}
+	return nil, false
+}
+
+// appPath splits /apps/{app}/... and /dev/apps/{app}/...; user and session
+// are set for /apps/{app}/users/{user}/sessions/{session}[/...], and
+// isResource when the path ends at the session.
+func appPath(r *http.Request) (app, user, session string, isResource, ok bool) {
+	p := strings.TrimSuffix(r.URL.EscapedPath(), "/")
+	p = strings.TrimPrefix(p, "/dev")
+	seg := strings.Split(p, "/")
+	if len(seg) < 3 || seg[0] != "" || seg[1] != "apps" {
+		return "", "", "", false, false
+	}
+	unescape := func(s string) string {
+		u, err := url.PathUnescape(s)
+		if err != nil {
+			return s
+		}
+		return u
+	}
+	app = unescape(seg[2])
+	if len(seg) >= 7 && seg[3] == "users" && seg[5] == "sessions" && seg[6] != "" {
+		user, session = unescape(seg[4]), unescape(seg[6])
+		isResource = len(seg) == 7
+	}
+	return app, user, session, isResource, true
+}
+
+// writeJSONError answers {"error": msg, "code": code, "detail": msg}: adk-go
+// servers' JSON errors carry "error", FastAPI-based ADK servers' "detail",
+// and clients of either read their own. A request whose body was not read
+// whole gets Connection: close, so net/http sends the answer at once
+// instead of first draining what the client is still sending.
+func writeJSONError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	if _, read := bodyBytes(r); hasBody(r) && !read {
+		w.Header().Set("Connection", "close")
+	}
+	writeJSON(w, status, map[string]string{"error": msg, "code": code, "detail": msg})
+}
+
+// jsonErrors rewrites the error answers of the handlers behind it (adkrest
+// and the peer router answer text/plain through http.Error, or nothing) as
+// JSON errors, so that every client mistake reads the same on every route.
+// Successful answers and streams pass through untouched.
+func jsonErrors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		jw := &jsonErrorWriter{ResponseWriter: w}
+		next.ServeHTTP(jw, r)
+		jw.finish(r)
+	})
+}
+
+type jsonErrorWriter struct {
+	http.ResponseWriter
+	wrote  bool
+	status int
+	body   *bytes.Buffer // an error being rewritten
+}
+
+func (j *jsonErrorWriter) WriteHeader(status int) {
+	if j.wrote {
+		return
+	}
+	j.wrote = true
+	if status >= http.StatusBadRequest && !isJSON(j.Header().Get("Content-Type")) {
+		j.status, j.body = status, &bytes.Buffer{}
+		return
+	}
+	j.ResponseWriter.WriteHeader(status)
+}
+
+func (j *jsonErrorWriter) Write(p []byte) (int, error) {
+	if !j.wrote {
+		j.WriteHeader(http.StatusOK)
+	}
+	if j.body != nil {
+		return j.body.Write(p)
+	}
+	return j.ResponseWriter.Write(p)
+}
+
+// Flush lets streams through; an error being rewritten is sent at the end.
+func (j *jsonErrorWriter) Flush() {
+	if j.body == nil {
+		_ = http.NewResponseController(j.ResponseWriter).Flush()
+	}
+}
+
+func (j *jsonErrorWriter) Unwrap() http.ResponseWriter { return j.ResponseWriter }
+
+func (j *jsonErrorWriter) finish(r *http.Request) {
+	if j.body == nil {
+		return
+	}
+	msg := strings.TrimSpace(j.body.String())
+	if msg == "" {
+		msg = http.StatusText(j.status)
+	}
+	h := j.Header()
+	h.Del("Content-Length")
+	h.Del("X-Content-Type-Options")
+	writeJSONError(j.ResponseWriter, r, j.status, statusCode(j.status), msg)
+}
+
+// statusCode names a status as the codes above do: 404 NOT_FOUND.
+func statusCode(status int) string {
+	return strings.ToUpper(strings.ReplaceAll(http.StatusText(status), " ", "_"))
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Default body limits. A user message reaches goose as one ACP WebSocket
+// frame, which goose drops the connection for above 16 MiB (tungstenite's
+// default), and goose may send it back in one line that acp-go-sdk reads
+// with a 10 MiB limit; half of the smaller leaves room for JSON escaping
+// and the JSON-RPC envelope.
+const (
+	DefaultMaxMessageBytes = 5 << 20 // /run, /run_sse and A2A messages
+	DefaultMaxOtherBytes   = 1 << 20 // session create, PATCH (state) and every other route
+	DefaultBodyReadTimeout = 30 * time.Second
+)
+
+// bodyLimits bounds how large a request body may be and how long it may
+// take to arrive. It works in two places: readDeadline, outside auth, gives
+// every body a read deadline so that nothing (not even the 401 of an
+// unauthenticated request, which net/http would otherwise delay by draining
+// the body) waits on a client that trickles; buffer, after auth, reads the
+// body up to its route's cap under that deadline and answers 413 or 408
+// itself, so every route fails the same way and no handler reads a body of
+// unbounded size or time.
+type bodyLimits struct {
+	message, other int64
+	timeout        time.Duration
+}
+
+// capFor is the largest body the route takes: a user message on the run and
+// A2A routes, little elsewhere (session create and PATCH carry state).
+func (l bodyLimits) capFor(r *http.Request) int64 {
+	switch strings.TrimSuffix(r.URL.Path, "/") {
+	case "/run", "/run_sse", A2APathV1, A2APathV03:
+		return l.message
+	}
+	return l.other
+}
+
+func hasBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
+
+// readDeadline sets the connection's read deadline for the body.
+func (l bodyLimits) readDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hasBody(r) {
+			// An error means the writer cannot set deadlines (HTTP/2 over a
+			// test recorder, say); buffer's read is then bounded by size only.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(l.timeout))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bufferedBody is a request body read whole by bodyLimits.buffer.
+type bufferedBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (bufferedBody) Close() error { return nil }
+
+// bodyBytes returns the request's body when buffer read it, without copying.
+func bodyBytes(r *http.Request) ([]byte, bool) {
+	b, ok := r.Body.(bufferedBody)
+	if !ok {
+		return nil, false
+	}
+	return b.b, true
+}
+
+// buffer reads the body within its cap and deadline, or answers 413/408.
+func (l bodyLimits) buffer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hasBody(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		limit := l.capFor(r)
+		if r.ContentLength > limit {
+			writeJSONError(w, r, http.StatusRequestEntityTooLarge, "REQUEST_TOO_LARGE", tooLarge(limit))
+			return
+		}
+		size := r.ContentLength
+		if size < 0 || size > limit {
+			size = 0
+		}
+		buf := bytes.NewBuffer(make([]byte, 0, size+1))
+		_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+		var mbe *http.MaxBytesError
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
+			writeJSONError(w, r, http.StatusRequestEntityTooLarge, "REQUEST_TOO_LARGE", tooLarge(limit))
+			return
+		case errors.As(err, &ne) && ne.Timeout():
+			writeJSONError(w, r, http.StatusRequestTimeout, "REQUEST_TIMEOUT",
+				fmt.Sprintf("request body not received within %s", l.timeout))
+			return
+		case err != nil:
+			writeJSONError(w, r, http.StatusBadRequest, "BAD_REQUEST", "failed to read request body: "+err.Error())
+			return
+		}
+		// The body is in; net/http clears the read deadline itself when it
+		// starts watching the connection for the client going away.
+		b := buf.Bytes()
+		r.Body = bufferedBody{Reader: bytes.NewReader(b), b: b}
+		r.ContentLength = int64(len(b))
+		r.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func tooLarge(limit int64) string {
+	return fmt.Sprintf("request body larger than %d bytes", limit)
+}
