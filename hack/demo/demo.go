@@ -326,16 +326,8 @@ func (d *demo) runSidecar(ctx context.Context, sts *appsv1.StatefulSet, port int
 	if err := os.WriteFile(keyFile, []byte(gooseKey), 0o600); err != nil {
 		return fmt.Errorf("failed to write goose key: %w", err)
 	}
-	// The pod's workspace volume: goose serve needs the session's working
-	// directory to exist (server.rs validate_absolute_cwd), here on this
-	// machine.
-	workspace := filepath.Join(d.cfg.WorkDir, "workspace")
-	if err := os.MkdirAll(workspace, 0o700); err != nil {
-		return fmt.Errorf("failed to create workspace dir: %w", err)
-	}
 	d.sidecar = fmt.Sprintf("http://127.0.0.1:%d", port)
 	local := map[string]string{
-		"--goose-working-dir": workspace,
 		"--listen":            fmt.Sprintf("127.0.0.1:%d", port),
 		"--goose-url":         gooseURL,
 		"--auth-token-file":   tokenFile,
@@ -343,6 +335,9 @@ func (d *demo) runSidecar(ctx context.Context, sts *appsv1.StatefulSet, port int
 		"--data-dir":          filepath.Join(d.cfg.WorkDir, "data"),
 		"--public-base-url":   d.sidecar,
 		"--peers-host":        "", // one local sidecar and no cluster DNS: no forwarding
+		// The pod's workspace volume: the sidecar creates each session's
+		// directory below it, and goose must find it there.
+		"--goose-working-dir": filepath.Join(d.cfg.WorkDir, "workspace"),
 	}
 	for i, a := range args {
 		name, _, _ := strings.Cut(a, "=")

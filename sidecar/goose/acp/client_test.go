@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"os"
 	"regexp"
 	"sync"
 	"testing"
@@ -33,7 +32,7 @@ func newPair(t testing.TB, opts ...goosetest.ServeOption) (*goosetest.Serve, *Cl
 
 func startSession(t testing.TB, c *Client) string {
 	t.Helper()
-	s, err := c.StartSession(context.Background(), goose.StartOptions{WorkingDir: workDir})
+	s, err := c.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/tmp"})
 	if err != nil {
 		t.Fatalf("StartSession: %v", err)
 	}
@@ -74,7 +73,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestStartSessionIDFormatAndOptions(t *testing.T) {
 	srv, c := newPair(t)
 	s, err := c.StartSession(context.Background(), goose.StartOptions{
-		WorkingDir: workDir, Provider: "anthropic", Model: "claude-x", Mode: "approve",
+		WorkingDir: "/tmp", Provider: "anthropic", Model: "claude-x", Mode: "approve",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +81,7 @@ func TestStartSessionIDFormatAndOptions(t *testing.T) {
 	if !regexp.MustCompile(`^\d{8}_\d+$`).MatchString(s.ID) {
 		t.Errorf("session id %q is not goose's YYYYMMDD_N", s.ID)
 	}
-	if s.WorkingDir != workDir {
+	if s.WorkingDir != "/tmp" {
 		t.Errorf("WorkingDir = %q", s.WorkingDir)
 	}
 	got, ok := srv.Session(s.ID)
@@ -461,7 +460,7 @@ func TestUnauthorized(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, err = c.StartSession(context.Background(), goose.StartOptions{WorkingDir: workDir})
+	_, err = c.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/tmp"})
 	if !errors.Is(err, goose.ErrUnauthorized) {
 		t.Fatalf("err = %v, want ErrUnauthorized", err)
 	}
@@ -511,7 +510,7 @@ func TestUnavailable(t *testing.T) {
 	if err := c.Health(ctx); !errors.Is(err, goose.ErrUnavailable) {
 		t.Errorf("Health on a closed port = %v", err)
 	}
-	if _, err := c.StartSession(ctx, goose.StartOptions{WorkingDir: workDir}); !errors.Is(err, goose.ErrUnavailable) {
+	if _, err := c.StartSession(ctx, goose.StartOptions{WorkingDir: "/tmp"}); !errors.Is(err, goose.ErrUnavailable) {
 		t.Errorf("StartSession on a closed port = %v", err)
 	}
 }
@@ -520,9 +519,9 @@ func TestListGetDeleteSessions(t *testing.T) {
 	srv, c := newPair(t)
 	ctx := context.Background()
 	for range 120 {
-		srv.SeedSession(workDir, 2)
+		srv.SeedSession("/tmp", 2)
 	}
-	empty := srv.SeedSession(workDir, 0)
+	empty := srv.SeedSession("/tmp", 0)
 	list, err := c.ListSessions(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -539,7 +538,7 @@ func TestListGetDeleteSessions(t *testing.T) {
 			t.Fatalf("bad listing entry %q", s.ID)
 		}
 		seen[s.ID] = true
-		if s.MessageCount != 2 || s.WorkingDir != workDir || s.CreatedAt.IsZero() || s.UpdatedAt.IsZero() {
+		if s.MessageCount != 2 || s.WorkingDir != "/tmp" || s.CreatedAt.IsZero() || s.UpdatedAt.IsZero() {
 			t.Fatalf("session = %+v", s)
 		}
 	}
@@ -557,7 +556,7 @@ func TestListGetDeleteSessions(t *testing.T) {
 
 func TestResumeSessionLoads(t *testing.T) {
 	srv, c := newPair(t)
-	id := srv.SeedSession(workDir, 4)
+	id := srv.SeedSession("/tmp", 4)
 	s, err := c.ResumeSession(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -675,8 +674,3 @@ func TestNewRejectsBadURL(t *testing.T) {
 		t.Errorf("urls %q %q", c.wsURL, c.httpURL)
 	}
 }
-
-// workDir is the sessions' working directory: goose serve requires it to
-// exist as a directory (server.rs validate_absolute_cwd), and the fake runs
-// in this process, so it must exist here.
-var workDir = os.TempDir()

@@ -37,7 +37,7 @@ func TestResumedApprovalAfterRestartEndsAndTheNextTurnWorks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := before.StartSession(ctx, goose.StartOptions{WorkingDir: workDir, Mode: "approve"})
+	s, err := before.StartSession(ctx, goose.StartOptions{WorkingDir: "/tmp", Mode: "approve"})
 	if err != nil {
 		t.Fatal(err)
 	}

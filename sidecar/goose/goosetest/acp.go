@@ -863,8 +863,7 @@ func (c *serveConn) newSession(m acpRpcIn) {
 		c.fail(m.ID, -32602, "Invalid params", map[string]any{"error": "mcpServers is required"})
 		return
 	}
-	if msg := acpInvalidCwd(p.Cwd); msg != "" {
-		c.fail(m.ID, -32602, "Invalid params", msg)
+	if !c.validCwd(m.ID, p.Cwd) {
 		return
 	}
 	c.s.mu.Lock()
@@ -883,17 +882,22 @@ func (c *serveConn) newSession(m acpRpcIn) {
 	c.setupNotifications(ss)
 }
 
-// acpInvalidCwd is goose's validate_absolute_cwd (acp/server.rs): the
-// session's cwd must be absolute and exist as a directory in goose's
-// filesystem, else -32602 with this data. "" when valid.
-func acpInvalidCwd(cwd string) string {
+// validCwd reproduces upstream validate_absolute_cwd (crates/goose/src/acp/
+// server.rs), which session/new and session/load both run: the session's cwd
+// must be absolute and exist as a directory in goose's file system, else
+// -32602 with the reason as data.
+func (c *serveConn) validCwd(id json.RawMessage, cwd string) bool {
+	msg := ""
 	if !filepath.IsAbs(cwd) {
-		return "cwd must be an absolute path"
+		msg = "cwd must be an absolute path"
+	} else if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		msg = "invalid directory path"
 	}
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		return "invalid directory path"
+	if msg != "" {
+		c.fail(id, -32602, "Invalid params", msg)
+		return false
 	}
-	return ""
+	return true
 }
 
 func (c *serveConn) loadSession(m acpRpcIn) {
@@ -905,7 +909,21 @@ func (c *serveConn) loadSession(m acpRpcIn) {
 	sid := p.SessionID
 	c.s.mu.Lock()
 	ss := c.s.sessions[sid]
+	c.s.mu.Unlock()
+	if ss == nil {
+		c.notFound(m.ID, sid)
+		return
+	}
+	// Upstream looks the session up first, then checks the cwd and makes it
+	// the session's working directory (load_session.rs,
+	// prepare_session_for_activation).
+	if !c.validCwd(m.ID, p.Cwd) {
+		return
+	}
+	c.s.mu.Lock()
+	ss = c.s.sessions[sid]
 	if ss != nil {
+		ss.cwd = p.Cwd
 		c.s.loads = append(c.s.loads, sid)
 	}
 	var history []serveHistory
@@ -917,12 +935,6 @@ func (c *serveConn) loadSession(m acpRpcIn) {
 	c.s.mu.Unlock()
 	if ss == nil {
 		c.notFound(m.ID, sid)
-		return
-	}
-	// The session is looked up first, then the cwd checked
-	// (load_session.rs handle_load_session).
-	if msg := acpInvalidCwd(p.Cwd); msg != "" {
-		c.fail(m.ID, -32602, "Invalid params", msg)
 		return
 	}
 	// Replays the visible history before answering (§3).
