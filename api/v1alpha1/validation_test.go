@@ -104,6 +104,24 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestWorkspaceSettingsAccepted: the edges of spec.workspace that must pass.
+func TestWorkspaceSettingsAccepted(t *testing.T) {
+	ns := newNamespace(t)
+	env := testenv.Shared(t)
+	for i, w := range []agentsv1alpha1.WorkspaceSpec{
+		{Scope: agentsv1alpha1.WorkspaceScopeAgent, Retention: &metav1.Duration{}}, // 0s: keep
+		{Scope: agentsv1alpha1.WorkspaceScopeUser, Retention: &metav1.Duration{Duration: time.Hour}},
+		{Scope: agentsv1alpha1.WorkspaceScopeSession, Seed: &agentsv1alpha1.WorkspaceSeed{ConfigMapName: "starter.files"}},
+		{Seed: &agentsv1alpha1.WorkspaceSeed{ConfigMapName: "starter"}}, // scope defaults to session
+	} {
+		ga := validAgent(ns, fmt.Sprintf("ws-%d", i))
+		ga.Spec.Workspace = w
+		if err := env.Client.Create(context.Background(), ga); err != nil {
+			t.Errorf("workspace %+v rejected: %v", w, err)
+		}
+	}
+}
+
 func TestInvalidAgentsAreRejected(t *testing.T) {
 	ns := newNamespace(t)
 	env := testenv.Shared(t)

@@ -261,7 +261,14 @@ func (t *turn) openSession(e *sessionEntry) error {
 		e.gooseID, e.ready = id, false
 	}
 	if e.gooseID != "" && !e.ready {
-		_, err := b.ResumeSession(t.ic, e.gooseID)
+		var err error
+		if r, ok := b.(goose.WorkingDirResumer); ok && t.workingDir != "" {
+			// The session follows the workspace layout (a changed scope, a
+			// lost directory) rather than fail on the one goose recorded.
+			_, err = r.ResumeSessionIn(t.ic, e.gooseID, t.workingDir)
+		} else {
+			_, err = b.ResumeSession(t.ic, e.gooseID)
+		}
 		switch {
 		case errors.Is(err, goose.ErrSessionNotFound):
 			// goose lost its history (e.g. a wiped volume): start over rather than fail forever.

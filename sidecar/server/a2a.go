@@ -101,6 +101,7 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 		turns:    s.turns,
 		turnWait: s.cfg.TurnWait,
 		budget:   s.budget,
+		sessions: s.sessions,
 	}
 	// The task store a2asrv would make by default, kept to answer peers'
 	// owner queries.
@@ -128,6 +129,7 @@ type drainingExecutor struct {
 	turns    *turnGate
 	turnWait time.Duration
 	budget   *budget.Budget
+	sessions *sessionService
 }
 
 // pick chooses the executor by the A2A method that started the execution.
@@ -156,10 +158,17 @@ func (d *drainingExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorConte
 				return
 			}
 			defer release()
+			ctx = runContext(ctx, key.AppName, key.UserID, key.SessionID)
+			stopped := false
 			for ev, err := range progressAsStatus(d.pick(ctx).Execute(context.WithValue(ctx, usageKey{}, &usageHolder{}), ec)) {
 				if !yield(ev, err) {
-					return
+					stopped = true
+					break
 				}
+			}
+			// The turn ends when the session's writes have (sessionService).
+			if err := d.sessions.flush(sessionID{key.AppName, key.UserID, key.SessionID}); err != nil && !stopped {
+				yield(nil, err)
 			}
 		}
 	})

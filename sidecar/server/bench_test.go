@@ -325,3 +325,71 @@ func ratio(a, b time.Duration) float64 {
 	}
 	return float64(a) / float64(b)
 }
+
+// BenchmarkTurnOnLongSession measures the time to the first event of a
+// /run_sse on a session that already holds a long history, one turn at a
+// time, for several history lengths: what a run loads of its session before
+// goose is asked. Run: go test -run '^$' -bench TurnOnLongSession -benchtime 1x ./sidecar/server/
+func BenchmarkTurnOnLongSession(b *testing.B) {
+	const turns = 30
+	fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: goosetest.Echo, PingInterval: time.Minute})
+	defer fake.Close()
+	c, err := rest.New(rest.Config{URL: fake.URL, SecretKey: fake.SecretKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	sc := startSidecar(b, c, b.TempDir())
+	var out strings.Builder
+	fmt.Fprintf(&out, "\n%-16s %12s %12s\n", "history events", "TTFE p50", "TTFE p99")
+	for _, n := range []int{0, 1000, 5000} {
+		b.Run(fmt.Sprint("history=", n), func(b *testing.B) {
+			var ttfe []time.Duration
+			for range b.N {
+				id := fmt.Sprintf("long-%d-%d", n, time.Now().UnixNano())
+				sc.createSession("u", id)
+				got, err := sc.srv.SessionService().Get(b.Context(), &session.GetRequest{AppName: appName, UserID: "u", SessionID: id})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for j := range n {
+					ev := session.NewEventWithContext(context.Background(), "seed")
+					ev.Author = appName
+					ev.LLMResponse = model.LLMResponse{Content: genai.NewContentFromText(fmt.Sprintf("earlier reply %d, long enough to look like one", j), genai.RoleModel)}
+					if err := sc.srv.SessionService().AppendEvent(b.Context(), got.Session, ev); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for i := range turns {
+					j, _ := json.Marshal(runBody("u", id, fmt.Sprint("turn ", i), true))
+					req, _ := http.NewRequestWithContext(b.Context(), http.MethodPost, sc.URL+"/run_sse", bytes.NewReader(j))
+					req.Header.Set("X-API-Key", testToken)
+					t0 := time.Now()
+					resp, err := httpClient.Do(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					r := bufio.NewReader(resp.Body)
+					first := time.Duration(0)
+					for {
+						line, err := r.ReadSlice('\n')
+						if err != nil {
+							break
+						}
+						if first == 0 && bytes.HasPrefix(line, []byte("data: {")) {
+							first = time.Since(t0)
+						}
+					}
+					resp.Body.Close()
+					if first == 0 {
+						b.Fatalf("turn %d: no event", i)
+					}
+					ttfe = append(ttfe, first)
+				}
+			}
+			b.ReportMetric(ms(pct(ttfe, 50)), "ttfe-p50-ms")
+			fmt.Fprintf(&out, "%-16d %12s %12s\n", n, pct(ttfe, 50).Round(time.Microsecond), pct(ttfe, 99).Round(time.Microsecond))
+		})
+	}
+	fmt.Fprint(os.Stdout, out.String())
+}

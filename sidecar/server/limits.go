@@ -11,11 +11,11 @@ import (
 	"time"
 )
 
-// Default body limits. A user message reaches goose as one ACP WebSocket
-// frame, which goose drops the connection for above 16 MiB (tungstenite's
-// default), and goose may send it back in one line that acp-go-sdk reads
-// with a 10 MiB limit; half of the smaller leaves room for JSON escaping
-// and the JSON-RPC envelope.
+// Default body limits. A user message reaches goose as one JSON frame; the
+// goose clients refuse one over goose.DefaultMaxMessageBytes (8 MiB,
+// JSON-encoded) and goose drops its socket above 16 MiB. A body of 5 MiB
+// leaves room for JSON escaping and the envelope, so a message that large is
+// refused at the door with 413 rather than deep in a turn.
 const (
 	DefaultMaxMessageBytes = 5 << 20 // /run, /run_sse and A2A messages
 	DefaultMaxOtherBytes   = 1 << 20 // session create, PATCH (state) and every other route

@@ -177,9 +177,14 @@ func (s *sessionService) Get(ctx context.Context, req *session.GetRequest) (*ses
 	}
 	// adkrest checks the session exists, then the runner loads it: the
 	// turn keeps anyone else from writing it in between, so one load
-	// serves both.
+	// serves both. A run needs the session's state, not its history: the
+	// runner reads events only to pick which agent of a tree answers (here
+	// there is one, the goose agent, which keeps its history in goose), so
+	// one event is loaded instead of every event of a long conversation.
 	if rs.session == nil {
-		resp, err := s.Service.Get(ctx, req)
+		recent := *req
+		recent.NumRecentEvents = 1
+		resp, err := s.Service.Get(ctx, &recent)
 		if err != nil {
 			return nil, err
 		}

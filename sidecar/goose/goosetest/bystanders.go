@@ -49,9 +49,7 @@ func RunBystanders(t testing.TB, b goose.Backend, fault func()) {
 	const n = 3
 	ids := make([]string, n)
 	for i := range ids {
-		// goose serve needs the cwd to exist as a directory (server.rs
-		// validate_absolute_cwd); the fakes run in this process.
-		s, err := b.StartSession(context.Background(), goose.StartOptions{WorkingDir: os.TempDir()})
+		s, err := b.StartSession(context.Background(), goose.StartOptions{WorkingDir: os.TempDir()}) // exists: goose checks (server.rs validate_absolute_cwd)
 		if err != nil {
 			t.Fatalf("failed to start a bystander session: %v", err)
 		}
