@@ -50,9 +50,14 @@ func (e *ConfirmationError) Error() string {
 	} else {
 		fmt.Fprintf(&b, "no tool confirmation %q in this session", e.ID)
 	}
-	if e.Pending != "" {
+	switch {
+	case e.Pending != "":
 		fmt.Fprintf(&b, " (the session awaits %q)", e.Pending)
-	} else {
+	case !e.Stale:
+		// A confirmation asked before adk2goose restarted is not held any
+		// more; the next message ends that tool call (acp settleResumedRun).
+		b.WriteString(" (the session awaits none; a confirmation asked before adk2goose restarted is lost: send a new message)")
+	default:
 		b.WriteString(" (the session awaits none)")
 	}
 	return b.String()

@@ -232,7 +232,7 @@ func TestBudgetApprovalAnswerPassesWhenSpent(t *testing.T) {
 			return goosetest.Reply{Steps: []goosetest.Step{{Text: "done"}, {Usage: &goosetest.UsageStep{Input: 150, Output: 50}}}}
 		}
 		return goosetest.Reply{Steps: []goosetest.Step{
-			{Tool: &goosetest.ToolStep{ID: "c1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"rm x"}`), Result: "removed", NeedsApproval: true}},
+			{Tool: &goosetest.ToolStep{ID: "c1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"rm x"}`), Result: "removed", NeedsApproval: true}},
 			{Text: "it is gone"},
 			{Usage: &goosetest.UsageStep{Input: 10, Output: 5}},
 		}}
