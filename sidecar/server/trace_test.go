@@ -111,7 +111,7 @@ func TestTraceOfATurnWithApproval(t *testing.T) {
 	script := func(_, _ string) goosetest.Reply {
 		return goosetest.Reply{Steps: []goosetest.Step{
 			{Text: "let me check"},
-			{Tool: &goosetest.ToolStep{ID: "c1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"rm x"}`), Result: "removed", NeedsApproval: true}},
+			{Tool: &goosetest.ToolStep{ID: "c1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"rm x"}`), Result: "removed", NeedsApproval: true}},
 			{Text: "it is gone"},
 			{Usage: &goosetest.UsageStep{Input: 10, Output: 5}},
 		}}
@@ -142,8 +142,8 @@ func TestTraceOfATurnWithApproval(t *testing.T) {
   invoke_agent goose
     goose.session
     goose.prompt adk2goose.awaiting_confirmation=true [first_event]
-      goose.tool_call gen_ai.tool.name=developer__shell
-        goose.approval_wait gen_ai.tool.name=developer__shell adk2goose.approval.decision=allow_once
+      goose.tool_call gen_ai.tool.name=shell
+        goose.approval_wait gen_ai.tool.name=shell adk2goose.approval.decision=allow_once
 POST /run_sse (parent ` + second + `)
   invoke_agent goose
     goose.prompt adk2goose.awaiting_confirmation=false [first_event]
