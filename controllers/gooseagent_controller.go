@@ -111,9 +111,21 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		Owns(&networkingv1.NetworkPolicy{}).
 		WatchesRawSource(secrets).
 		WatchesRawSource(configMaps).
+		// Pods belong to the StatefulSet, not the agent: their labels name it.
+		// The cache holds only agent pods (CacheOptions).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(agentOfPod)).
 		WithOptions(opts).
 		Named("gooseagent").
 		Complete(r)
+}
+
+// agentOfPod maps an agent pod to its GooseAgent by the instance label.
+func agentOfPod(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[render.LabelName] != render.AppName || l[render.LabelInstance] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: l[render.LabelInstance]}}}
 }
 
 // agentsReferencing maps a Secret or ConfigMap to the agents that read it.
@@ -179,6 +191,15 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}
 
+	if obs.sts != nil {
+		// The cache holds only agent pods (CacheOptions).
+		var pods corev1.PodList
+		if err := r.Client.List(ctx, &pods, client.InNamespace(a.Namespace), client.MatchingLabels(render.SelectorLabels(a))); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to list pods: %w", err)
+		}
+		obs.pods = classifyPods(pods.Items)
+	}
+
 	st, requeue := desiredStatus(a, obs, r.now())
 	r.recordEvents(a, &st, applied, pruned, obs)
 	if statusChanged(&a.Status, &st) {
@@ -220,6 +241,7 @@ func (r *GooseAgentReconciler) desired(ctx context.Context, a *agentsv1alpha1.Go
 	if err != nil {
 		return nil, fmt.Errorf("failed to render children: %w", err)
 	}
+	obs.runtimeMissing = render.MissingRuntimes(a)
 	return d, nil
 }
 

@@ -25,6 +25,10 @@ type observation struct {
 	applyErr error
 	// sts is the live StatefulSet, nil when it does not exist (yet).
 	sts *appsv1.StatefulSet
+	// pods is why an agent pod cannot start or keep running, nil when none.
+	pods *podProblem
+	// runtimeMissing names stdio extensions whose runtime the pod lacks.
+	runtimeMissing string
 }
 
 // desiredStatus computes the reconciler's part of the status from the
@@ -72,6 +76,8 @@ func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time)
 			set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, agentsv1alpha1.ReasonScaledToZero, "the StatefulSet is scaled to zero")
 		case s.ReadyReplicas > 0:
 			set(agentsv1alpha1.ConditionReady, metav1.ConditionTrue, agentsv1alpha1.ReasonAvailable, counts)
+		case obs.pods != nil:
+			set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, obs.pods.reason, counts+"; "+obs.pods.message)
 		default:
 			set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, agentsv1alpha1.ReasonPodsNotReady, counts)
 		}
@@ -88,7 +94,7 @@ func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time)
 			since := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionProgressing).LastTransitionTime.Time
 			if left := since.Add(ProgressDeadline).Sub(now); left > 0 {
 				requeue = left
-			} else if obs.applyErr == nil {
+			} else if obs.applyErr == nil && obs.pods == nil {
 				set(agentsv1alpha1.ConditionDegraded, metav1.ConditionTrue, agentsv1alpha1.ReasonPodsNotReady,
 					fmt.Sprintf("rollout not finished after %s: %s", ProgressDeadline, counts))
 				return st, 0
@@ -97,12 +103,17 @@ func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time)
 			set(agentsv1alpha1.ConditionProgressing, metav1.ConditionFalse, agentsv1alpha1.ReasonRolloutComplete, counts)
 		}
 	}
-	if obs.applyErr != nil {
+	switch {
+	case obs.applyErr != nil:
 		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionTrue, agentsv1alpha1.ReasonApplyFailed, obs.applyErr.Error())
 		if sts == nil {
 			set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, agentsv1alpha1.ReasonApplyFailed, obs.applyErr.Error())
 		}
-	} else {
+	case obs.pods != nil:
+		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionTrue, obs.pods.reason, obs.pods.message)
+	case obs.runtimeMissing != "":
+		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionTrue, agentsv1alpha1.ReasonRuntimeMissing, obs.runtimeMissing)
+	default:
 		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionFalse, agentsv1alpha1.ReasonAsExpected, "")
 	}
 	return st, requeue

@@ -39,6 +39,8 @@ func TestDesiredStatus(t *testing.T) {
 			want{"False/ScaledToZero", "False/RolloutComplete", "False/AsExpected"}},
 		"apply failed": {observation{sts: stsWith(2, done), applyErr: errors.New("boom")},
 			want{"True/Available", "False/RolloutComplete", "True/ApplyFailed"}},
+		"stdio runtime missing": {observation{sts: stsWith(2, done), runtimeMissing: "spec.extensions[fs].cmd npx: ..."},
+			want{"True/Available", "False/RolloutComplete", "True/RuntimeMissing"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			st, _ := desiredStatus(a, tc.obs, now)

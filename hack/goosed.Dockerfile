@@ -1,8 +1,17 @@
 # An image for GooseAgents with `server.flavor: goosed` (goose's REST server).
 #
-# goosed is in no official image (the goose image ships only the `goose` CLI,
-# which serves ACP) and upstream removed it after goose 1.41, so a REST-flavour
-# agent needs an image you make. This file packages a goosed binary you bring:
+# Which images carry goosed: the block-era goose images (ghcr.io/block/goose)
+# built from the Dockerfile revision titled "Goose CLI and Server Docker
+# Image", which ran `cargo build --package goose-cli --package goose-server`
+# and copied goosed to /usr/local/bin/goosed (block/goose Dockerfile at
+# 019d15b3). A later revision ("goose CLI Docker Image", 8a8b8e95) builds the
+# CLI only, the ghcr.io/aaif-goose/goose images do not carry goosed, and
+# upstream removed goosed itself after goose 1.41. The release at which the
+# Dockerfile changed was not pinned: check an image with
+#   docker run --rm --entrypoint ls IMAGE -l /usr/local/bin/goosed
+# A block-era image of goose 1.37–1.41 that has it can be spec.server.image
+# as it is. Otherwise a REST-flavour agent needs an image you make: this file
+# packages a goosed binary you bring:
 # from a goose 1.37–1.41 build of the goose-server crate, made as goose's own
 # docs describe, or from the goose Desktop 1.37–1.41 Linux package, which
 # bundles it. It does not fetch or compile goose itself.

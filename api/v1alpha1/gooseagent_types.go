@@ -18,7 +18,9 @@ const (
 	// shipped in the official goose image.
 	ServerFlavorServe ServerFlavor = "serve"
 	// ServerFlavorGoosed is `goosed`: the REST API of goose 1.37 to 1.41.
-	// The official image does not ship it, so an image must be given.
+	// Current official images do not ship it (only some block-era
+	// ghcr.io/block/goose images have /usr/local/bin/goosed), so an image
+	// must be given.
 	ServerFlavorGoosed ServerFlavor = "goosed"
 )
 
@@ -42,9 +44,11 @@ const (
 type ExtensionType string
 
 const (
-	// ExtensionBuiltin is an MCP server compiled into goose, by name (developer, memory, ...).
+	// ExtensionBuiltin is an MCP server compiled into goose, by name (memory,
+	// computercontroller, ...).
 	ExtensionBuiltin ExtensionType = "builtin"
-	// ExtensionPlatform is a goose platform extension, by name (todo, skills, ...).
+	// ExtensionPlatform is a goose platform extension, in-process, by name
+	// (developer, analyze, summon, skills, todo, ...).
 	ExtensionPlatform ExtensionType = "platform"
 	// ExtensionStdio is an MCP server goose starts as a child process.
 	ExtensionStdio ExtensionType = "stdio"
@@ -81,13 +85,25 @@ type GooseAgentSpec struct {
 	// +optional
 	InstructionsFrom *ValueSource `json:"instructionsFrom,omitempty"`
 
-	// Extensions are the goose extensions (MCP servers) enabled for every session.
-	// Names must be unique.
+	// Extensions are the goose extensions enabled for every session, and the
+	// only ones: goose's platform extensions that goose enables by default
+	// (developer, analyze, apps, summon, skills, extensionmanager, ...) are
+	// disabled unless listed here with type platform. Names must be unique.
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	Extensions []ExtensionSpec `json:"extensions,omitempty"`
+
+	// Runtimes are language runtimes mounted read-only into the goose
+	// container from images (Kubernetes image volumes), with their bin
+	// directories on goose's PATH, so stdio extensions run by npx, uvx and the
+	// like start from the official goose image, which has none.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Runtimes []RuntimeSpec `json:"runtimes,omitempty"`
 
 	// Mode is the tool-approval policy: auto runs tools without asking; approve
 	// asks before every tool call; smart_approve asks before risky ones; chat
@@ -143,6 +159,40 @@ type GooseAgentSpec struct {
 	// finish. Changing its values takes effect without restarting the pods.
 	// +optional
 	Budget *BudgetSpec `json:"budget,omitempty"`
+
+	// Telemetry exports OpenTelemetry traces over OTLP/HTTP: the sidecar's
+	// span of every turn (continuing the client's W3C traceparent) and, as
+	// goose supports OTLP itself, goose's own traces, metrics and logs.
+	// Without it nothing is exported.
+	// +optional
+	Telemetry *TelemetrySpec `json:"telemetry,omitempty"`
+}
+
+// TelemetrySpec configures OTLP export; it becomes the standard OTEL_*
+// environment of the sidecar and goose containers.
+type TelemetrySpec struct {
+	// Endpoint is the OTLP/HTTP base URL (OTEL_EXPORTER_OTLP_ENDPOINT), e.g.
+	// http://otel-collector.observability.svc:4318.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="spec.telemetry.endpoint must be an http or https URL"
+	// +required
+	Endpoint string `json:"endpoint"`
+
+	// HeadersFrom are headers sent with every export, with values from
+	// Secrets (an API key, say). Values are used as they are: percent-encode
+	// commas (OTEL_EXPORTER_OTLP_HEADERS format).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	HeadersFrom []SecretHeader `json:"headersFrom,omitempty"`
+
+	// SamplingPercent is the share of new traces recorded (0 to 100). A
+	// trace a client started and sampled is always continued. Default 100.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	SamplingPercent *int32 `json:"samplingPercent,omitempty"`
 }
 
 // BudgetPeriod is the calendar period a token budget applies to, in UTC.
@@ -181,7 +231,7 @@ type BudgetSpec struct {
 }
 
 // ServerSpec selects the goose server.
-// +kubebuilder:validation:XValidation:rule="!has(self.flavor) || self.flavor != 'goosed' || has(self.image)",message="spec.server.image is required when spec.server.flavor is goosed: the official goose image ships no goosed",fieldPath=".image",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.flavor) || self.flavor != 'goosed' || has(self.image)",message="spec.server.image is required when spec.server.flavor is goosed: current goose images ship no goosed (a block-era ghcr.io/block/goose image with /usr/local/bin/goosed, or one built with hack/goosed.Dockerfile)",fieldPath=".image",reason=FieldValueRequired
 type ServerSpec struct {
 	// Flavor is the goose server program: serve (`goose serve`, ACP; current
 	// goose) or goosed (REST; goose 1.37 to 1.41, needs an image that has it).
@@ -315,7 +365,9 @@ type EnvVar struct {
 // +kubebuilder:validation:XValidation:rule="self.type == 'streamable_http' || !(has(self.uri) || has(self.headers) || has(self.headersFrom))",message="spec.extensions[].uri, headers and headersFrom are only allowed when type is streamable_http",fieldPath=".uri"
 type ExtensionSpec struct {
 	// Name identifies the extension. For builtin and platform extensions it is
-	// goose's own extension name (developer, memory, todo, ...).
+	// goose's own extension name (developer, memory, todo, ...). Tools of
+	// developer, analyze, summon and skills keep their own names (shell,
+	// write, ...); other extensions' tools are named <name>__<tool>.
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_-]*$`
 	// +kubebuilder:validation:MaxLength=63
 	// +required
@@ -330,7 +382,8 @@ type ExtensionSpec struct {
 	// +optional
 	Description string `json:"description,omitempty"`
 
-	// Cmd is the program goose starts (stdio only). It must exist in the goose image.
+	// Cmd is the program goose starts (stdio only). It must exist in the goose
+	// image or come from spec.runtimes (npx, uvx, ...).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
@@ -373,6 +426,55 @@ type ExtensionSpec struct {
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// RuntimeSpec is a runtime (node, uv, python, ...) taken from an image and
+// mounted at /opt/goose-runtimes/<name> in the goose container.
+type RuntimeSpec struct {
+	// Name of the runtime; it names the mount directory.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=32
+	// +required
+	Name string `json:"name"`
+
+	// Image holding the runtime, e.g. docker.io/library/node:22-bookworm-slim
+	// or ghcr.io/astral-sh/uv:0.8. Its files must run on the goose image's
+	// Debian bookworm (glibc) base.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Image string `json:"image"`
+
+	// ImagePullPolicy of the image.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// SubPath is the directory of the image to mount, relative to its root
+	// (usr/local for the node images); empty mounts the whole image.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(p, p == '..')",message="spec.runtimes[].subPath must be a relative path without .."
+	// +optional
+	SubPath string `json:"subPath,omitempty"`
+
+	// BinPath is the directory of executables, relative to the mount, put
+	// first on goose's PATH: bin (the default), or . for an image with the
+	// executables at its root (the uv image).
+	// +kubebuilder:default=bin
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(p, p == '..')",message="spec.runtimes[].binPath must be a relative path without .."
+	// +optional
+	BinPath string `json:"binPath,omitempty"`
+
+	// Commands are the commands the runtime provides (node, npm, npx; uv,
+	// uvx). A stdio extension whose cmd is a runtime command no runtime
+	// provides is reported in the agent's conditions.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9][-._A-Za-z0-9]*$`
+	// +kubebuilder:validation:items:MaxLength=64
+	// +required
+	Commands []string `json:"commands"`
 }
 
 // SecretHeader is an HTTP header whose value comes from a Secret key.
@@ -690,6 +792,16 @@ const (
 	ReasonStatsNotCollected = "NotCollectedYet"
 	ReasonBudgetSpent       = "BudgetSpent"
 	ReasonWithinBudget      = "WithinBudget"
+	// Pod problems: the message names the pod, the container and the
+	// kubelet's or scheduler's own words.
+	ReasonImagePullFailed       = "ImagePullFailed"
+	ReasonCrashLoopBackOff      = "CrashLoopBackOff"
+	ReasonContainerCreateFailed = "ContainerCreateFailed"
+	ReasonUnschedulable         = "Unschedulable"
+	ReasonVolumeClaimUnbound    = "VolumeClaimUnbound"
+	// ReasonRuntimeMissing: a stdio extension runs a runtime command (npx,
+	// uvx, ...) that no spec.runtimes entry provides.
+	ReasonRuntimeMissing = "RuntimeMissing"
 )
 
 // GooseAgent runs a goose server with the adk2goose sidecar, which serves it
@@ -698,6 +810,7 @@ const (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ga;gagent,categories=goose
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.provider.model`
 // +kubebuilder:printcolumn:name="Sessions",type=integer,JSONPath=`.status.sessions.total`
 // +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.tokens.total`

@@ -165,6 +165,20 @@ func TestInvalidAgentsAreRejected(t *testing.T) {
 				{Name: "developer", Type: agentsv1alpha1.ExtensionBuiltin},
 				{Name: "developer", Type: agentsv1alpha1.ExtensionPlatform}}
 		}, []string{"spec.extensions[1]", "Duplicate value"}},
+		{"runtime subPath escaping the image", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Runtimes = []agentsv1alpha1.RuntimeSpec{{Name: "node", Image: "node:22", SubPath: "usr/../../etc", Commands: []string{"npx"}}}
+		}, []string{"spec.runtimes[0].subPath", "relative path without .."}},
+		{"runtime binPath absolute", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Runtimes = []agentsv1alpha1.RuntimeSpec{{Name: "uv", Image: "uv:0.8", BinPath: "/bin", Commands: []string{"uvx"}}}
+		}, []string{"spec.runtimes[0].binPath", "relative path without .."}},
+		{"runtime without commands", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Runtimes = []agentsv1alpha1.RuntimeSpec{{Name: "uv", Image: "uv:0.8"}}
+		}, []string{"spec.runtimes[0].commands"}},
+		{"duplicate runtime names", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Runtimes = []agentsv1alpha1.RuntimeSpec{
+				{Name: "node", Image: "node:22", Commands: []string{"npx"}},
+				{Name: "node", Image: "node:24", Commands: []string{"npx"}}}
+		}, []string{"spec.runtimes[1]", "Duplicate value"}},
 		{"stdio without cmd", func(g *agentsv1alpha1.GooseAgent) {
 			g.Spec.Extensions = []agentsv1alpha1.ExtensionSpec{{Name: "fs", Type: agentsv1alpha1.ExtensionStdio}}
 		}, []string{"spec.extensions[0].cmd", "required when type is stdio"}},
@@ -228,6 +242,12 @@ func TestInvalidAgentsAreRejected(t *testing.T) {
 		{"budget output limit of zero", func(g *agentsv1alpha1.GooseAgent) {
 			g.Spec.Budget = &agentsv1alpha1.BudgetSpec{Period: agentsv1alpha1.BudgetPeriodWeek, TotalTokens: 10, OutputTokens: ptr.To[int64](0)}
 		}, []string{"spec.budget.outputTokens"}},
+		{"telemetry endpoint not a URL", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Telemetry = &agentsv1alpha1.TelemetrySpec{Endpoint: "otel-collector:4318"}
+		}, []string{"spec.telemetry.endpoint", "http or https URL"}},
+		{"telemetry sampling over 100", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Telemetry = &agentsv1alpha1.TelemetrySpec{Endpoint: "http://otel:4318", SamplingPercent: ptr.To[int32](101)}
+		}, []string{"spec.telemetry.samplingPercent"}},
 		{"name too long", func(g *agentsv1alpha1.GooseAgent) { g.Name = strings.Repeat("a", 48) },
 			[]string{"metadata.name", "at most 47 characters"}},
 		{"name starting with a digit", func(g *agentsv1alpha1.GooseAgent) { g.Name = "1agent" },
@@ -327,10 +347,10 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		return string(out)
 	}
 	assertTable(t, run("get", "gooseagents"),
-		[]string{"NAME", "READY", "MODEL", "SESSIONS", "TOKENS", "AGE"},
-		map[string]string{"NAME": "printed", "READY": "True", "MODEL": "qwen3:8b", "SESSIONS": "7", "TOKENS": "1234"})
+		[]string{"NAME", "READY", "REASON", "MODEL", "SESSIONS", "TOKENS", "AGE"},
+		map[string]string{"NAME": "printed", "READY": "True", "REASON": "Available", "MODEL": "qwen3:8b", "SESSIONS": "7", "TOKENS": "1234"})
 	assertTable(t, run("get", "ga", "-o", "wide"),
-		[]string{"NAME", "READY", "MODEL", "SESSIONS", "TOKENS", "AGE", "SERVER", "ACTIVE", "ENDPOINT", "USED", "BUDGET", "PERIOD"},
+		[]string{"NAME", "READY", "REASON", "MODEL", "SESSIONS", "TOKENS", "AGE", "SERVER", "ACTIVE", "ENDPOINT", "USED", "BUDGET", "PERIOD"},
 		map[string]string{"SERVER": "serve", "ACTIVE": "2", "ENDPOINT": "http://printed." + ns + ".svc:8080",
 			"USED": "400", "BUDGET": "5000", "PERIOD": "Month"})
 	// The category lists it too.

@@ -29,8 +29,14 @@ import (
 )
 
 // DefaultGooseImage is the official goose image, pinned: the ACP transport
-// changed between releases and the sidecar speaks the 1.43 one.
-const DefaultGooseImage = "ghcr.io/aaif-goose/goose:1.43.0"
+// changed between releases. goose publishes images only for pushed v*.*.*
+// tags (.github/workflows/publish-docker.yml); this tag is one seen in use:
+// public build notes dated 2026-09-11 rebase onto
+// ghcr.io/aaif-goose/goose:v1.48.0 and measure it (496 MB; goose, git, curl
+// and bash, no node or python). It is the one place naming the default:
+// config/manager, the chart's values and the README are checked against it
+// by TestDefaultGooseImageIsNamedOnce.
+const DefaultGooseImage = "ghcr.io/aaif-goose/goose:v1.48.0"
 
 // DefaultSidecarImage is the adk2goose image built with this operator.
 const DefaultSidecarImage = "ghcr.io/adk2goose/adk2goose:dev"

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
@@ -58,7 +59,12 @@ const (
 	InstructionsDir = "/etc/goose-operator/instructions"
 	BudgetDir       = "/etc/adk2goose/budget"
 	GooseSecretDir  = "/var/run/adk2goose/goose"
-	AuthTokenDir    = "/var/run/adk2goose/auth"
+	// RuntimesDir holds spec.runtimes, one image volume per runtime.
+	RuntimesDir = "/opt/goose-runtimes"
+	// ImagePath is the PATH of the goose image (Debian's default), which a
+	// PATH set for runtimes must keep.
+	ImagePath    = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	AuthTokenDir = "/var/run/adk2goose/auth"
 	// WorkspaceSeedDir is where the sidecar sees spec.workspace.seed's ConfigMap.
 	WorkspaceSeedDir = "/etc/adk2goose/workspace-seed"
 
@@ -380,6 +386,19 @@ func buildConfigMap(a *agentsv1alpha1.GooseAgent, cfg string) (*corev1ac.ConfigM
 		WithData(data), nil
 }
 
+// PlatformExtensions are goose's in-process platform extensions
+// (crates/goose/src/agents/platform_extensions/mod.rs PLATFORM_EXTENSIONS).
+// config/migrations.rs migrate_platform_extensions adds each one the merged
+// config lacks, enabled when default_enabled (analyze, apps,
+// extensionmanager, scheduler, summon, developer, tom, skills); one the
+// config names keeps its enabled flag. `goose serve` also loads developer as
+// a default builtin unless the config disables it (acp/server.rs
+// selected_builtin_extensions; 1.43 loaded it regardless).
+var PlatformExtensions = []string{
+	"analyze", "apps", "chatrecall", "code_execution", "developer", "extensionmanager",
+	"scheduler", "skills", "summarize", "summon", "todo", "tom",
+}
+
 // renderConfig is goose's config.yaml: provider, model, mode and extensions.
 // It never holds a secret: secret env values are named in env_keys and reach
 // goose as container env; secret headers go to the Secret layer.
@@ -438,9 +457,21 @@ func renderConfig(a *agentsv1alpha1.GooseAgent) (string, error) {
 		}
 		exts[e.Name] = m
 	}
-	if len(exts) > 0 {
-		cfg["extensions"] = exts
+	// spec.extensions is the agent's whole tool list: goose's config
+	// migration adds every platform extension the config does not name,
+	// enabled when it is a default, so each one the spec leaves out is
+	// written here disabled.
+	for _, name := range PlatformExtensions {
+		if _, listed := exts[name]; !listed {
+			// A full ExtensionEntry: an entry that does not parse (no
+			// description) is replaced by the migration with the default.
+			exts[name] = map[string]any{
+				"enabled": false, "type": string(agentsv1alpha1.ExtensionPlatform), "name": name,
+				"description": "", "bundled": true, "available_tools": []string{},
+			}
+		}
 	}
+	cfg["extensions"] = exts
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		return "", fmt.Errorf("failed to marshal goose config: %w", err)
@@ -538,6 +569,10 @@ func gooseEnv(a *agentsv1alpha1.GooseAgent, secretLayer bool) ([]*corev1ac.EnvVa
 	add(envValue("GOOSE_TLS", "false"))
 	if secretLayer {
 		add(envValue("GOOSE_ADDITIONAL_CONFIG_FILES", SecretConfigDir+"/"+KeyConfig))
+	}
+	if p := runtimePath(a); p != "" {
+		// goose starts stdio extensions with its own environment.
+		add(envValue("PATH", p))
 	}
 	if r := a.Spec.Provider.APIKeySecretRef; r != nil {
 		if err := addSecret(providerKeyEnv(a.Spec.Provider.Name), *r, "spec.provider.apiKeySecretRef"); err != nil {
@@ -689,6 +724,18 @@ func buildStatefulSet(a *agentsv1alpha1.GooseAgent, def Defaults, env []*corev1a
 		mount("workspace", ws, false),
 		mount("goose-config", GooseConfigDir, true),
 	}
+	for _, rt := range spec.Runtimes {
+		src := corev1ac.ImageVolumeSource().WithReference(rt.Image)
+		if rt.ImagePullPolicy != "" {
+			src.WithPullPolicy(rt.ImagePullPolicy)
+		}
+		volumes = append(volumes, corev1ac.Volume().WithName(runtimeVolume(rt.Name)).WithImage(src))
+		m := mount(runtimeVolume(rt.Name), RuntimesDir+"/"+rt.Name, true)
+		if rt.SubPath != "" {
+			m.WithSubPath(rt.SubPath)
+		}
+		gooseMounts = append(gooseMounts, m)
+	}
 	if hasSecretHeaders(a) {
 		volumes = append(volumes, corev1ac.Volume().WithName("secret-config").WithSecret(corev1ac.SecretVolumeSource().
 			WithSecretName(SecretName(a)).WithItems(keyToPath(KeySecretConfig, KeyConfig)).WithDefaultMode(modeSecret)))
@@ -774,6 +821,7 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		// apiVersion is the apiserver's default, spelled out so a resync sees no drift.
 		WithEnv(corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().
 			WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("status.podIP")))).
+		WithEnv(telemetryEnv(a)...).
 		WithPorts(corev1ac.ContainerPort().WithName(PortName).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP)).
 		WithStartupProbe(probe("/healthz", 1, 60)).
 		WithLivenessProbe(probe("/healthz", 10, 3)).
@@ -799,6 +847,8 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		WithImage(gooseImage).
 		WithWorkingDir(ws).
 		WithEnv(env...).
+		// goose exports over OTLP itself when the standard environment says so.
+		WithEnv(telemetryEnv(a)...).
 		WithSecurityContext(restrictedContainer()).
 		WithVolumeMounts(gooseMounts...)
 	if flavor(a) == agentsv1alpha1.ServerFlavorGoosed {
@@ -913,6 +963,91 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		WithLabels(Labels(a)).
 		WithOwnerReferences(ownerRef(a)).
 		WithSpec(stsSpec), nil
+}
+
+// telemetryEnv is spec.telemetry as the standard OTEL_* environment, which
+// adk2goose (through adk-go's telemetry package) and goose both read. Header
+// values come from Secrets through env vars that OTEL_EXPORTER_OTLP_HEADERS
+// names with Kubernetes' $(VAR) expansion, so no secret is rendered.
+func telemetryEnv(a *agentsv1alpha1.GooseAgent) []*corev1ac.EnvVarApplyConfiguration {
+	t := a.Spec.Telemetry
+	if t == nil {
+		return nil
+	}
+	env := []*corev1ac.EnvVarApplyConfiguration{envValue("OTEL_EXPORTER_OTLP_ENDPOINT", t.Endpoint)}
+	var headers []string
+	for i, h := range t.HeadersFrom {
+		name := fmt.Sprintf("ADK2GOOSE_OTLP_HEADER_%d", i)
+		env = append(env, envSecret(name, h.SecretKeyRef))
+		headers = append(headers, h.Name+"=$("+name+")")
+	}
+	if len(headers) > 0 {
+		env = append(env, envValue("OTEL_EXPORTER_OTLP_HEADERS", strings.Join(headers, ",")))
+	}
+	percent := int32(100)
+	if t.SamplingPercent != nil {
+		percent = *t.SamplingPercent
+	}
+	return append(env,
+		envValue("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+		envValue("OTEL_TRACES_SAMPLER_ARG", strconv.FormatFloat(float64(percent)/100, 'f', -1, 64)),
+		envValue("OTEL_RESOURCE_ATTRIBUTES", "k8s.namespace.name="+a.Namespace+",gooseagent.name="+a.Name))
+}
+
+func runtimeVolume(name string) string { return "runtime-" + name }
+
+// runtimePath is goose's PATH with every runtime's bin directory first, in
+// spec order; "" without runtimes.
+func runtimePath(a *agentsv1alpha1.GooseAgent) string {
+	if len(a.Spec.Runtimes) == 0 {
+		return ""
+	}
+	var dirs []string
+	for _, rt := range a.Spec.Runtimes {
+		bin := rt.BinPath
+		if bin == "" {
+			bin = "bin"
+		}
+		dirs = append(dirs, path.Clean(RuntimesDir+"/"+rt.Name+"/"+bin))
+	}
+	return strings.Join(append(dirs, ImagePath), ":")
+}
+
+// runtimeCommands are commands of language runtimes that MCP servers are
+// commonly started with, none of which the official goose image has (Debian
+// bookworm-slim with goose, git and curl).
+var runtimeCommands = map[string]bool{
+	"node": true, "npm": true, "npx": true, "pnpm": true, "yarn": true, "bun": true, "bunx": true, "deno": true,
+	"uv": true, "uvx": true, "python": true, "python3": true, "pip": true, "pip3": true, "pipx": true,
+}
+
+// MissingRuntimes says which stdio extensions run a runtime command that no
+// spec.runtimes entry provides, or "" when none does. With spec.server.image
+// set the image is the user's and may have them, so nothing is reported.
+func MissingRuntimes(a *agentsv1alpha1.GooseAgent) string {
+	if a.Spec.Server.Image != "" {
+		return ""
+	}
+	provided := map[string]bool{}
+	for _, rt := range a.Spec.Runtimes {
+		for _, c := range rt.Commands {
+			provided[c] = true
+		}
+	}
+	var missing []string
+	for _, e := range a.Spec.Extensions {
+		if e.Type != agentsv1alpha1.ExtensionStdio {
+			continue
+		}
+		cmd := path.Base(e.Cmd)
+		if runtimeCommands[cmd] && !provided[cmd] {
+			missing = append(missing, fmt.Sprintf("spec.extensions[%s].cmd %s", e.Name, e.Cmd))
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return strings.Join(missing, ", ") + ": the goose image has no such runtime; add a spec.runtimes entry whose commands include it"
 }
 
 func hasSecretHeaders(a *agentsv1alpha1.GooseAgent) bool {

@@ -59,7 +59,7 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	// The last table is kubectl get gooseagents -o wide with the figures.
-	row := regexp.MustCompile(`(?m)^openai-coder\s+True\s+gpt-4o\s+2\s+([1-9][0-9]*)\s+`)
+	row := regexp.MustCompile(`(?m)^openai-coder\s+True\s+Available\s+gpt-4o\s+2\s+([1-9][0-9]*)\s+`)
 	if !row.MatchString(got) {
 		t.Errorf("kubectl get gooseagents does not show Ready, 2 sessions and tokens")
 	}

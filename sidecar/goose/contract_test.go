@@ -408,7 +408,7 @@ func TestContractEventsInScriptedOrder(t *testing.T) {
 		{Text: "Hel"},
 		{Text: "lo"},
 		{Thinking: "the user greets me"},
-		{Tool: &goosetest.ToolStep{ID: "toolu_1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "a b"}},
+		{Tool: &goosetest.ToolStep{ID: "toolu_1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "a b"}},
 		{Notify: &goosetest.NotifyStep{ToolCallID: "toolu_1", Message: "indexing", Progress: 1, Total: 2}},
 		{Usage: &goosetest.UsageStep{Input: 100, Output: 20, Cost: 0.5}},
 	}})
@@ -434,10 +434,10 @@ func TestContractEventsInScriptedOrder(t *testing.T) {
 				t.Errorf("message ids %q %q %q, want one shared id", d1.MessageID, d2.MessageID, th.MessageID)
 			}
 			req, resp := evs[3].(*goose.ToolRequest), evs[4].(*goose.ToolResponse)
-			if req.ID != "toolu_1" || req.Name != "developer__shell" || !jsonEqual(req.Arguments, []byte(`{"command":"ls"}`)) {
+			if req.ID != "toolu_1" || req.Name != "shell" || !jsonEqual(req.Arguments, []byte(`{"command":"ls"}`)) {
 				t.Errorf("tool request %+v (args %s)", req, req.Arguments)
 			}
-			if resp.ID != "toolu_1" || resp.Name != "developer__shell" || resp.Text != "a b" || resp.IsError {
+			if resp.ID != "toolu_1" || resp.Name != "shell" || resp.Text != "a b" || resp.IsError {
 				t.Errorf("tool response %+v", resp)
 			}
 			n := evs[5].(*goose.Notification)
@@ -734,7 +734,7 @@ func TestContractApproval(t *testing.T) {
 		} {
 			t.Run(bc.name+"/"+string(tc.decision), func(t *testing.T) {
 				script := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
-					{Tool: &goosetest.ToolStep{ID: "toolu_9", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"rm -rf build"}`), Result: "removed", NeedsApproval: true}},
+					{Tool: &goosetest.ToolStep{ID: "toolu_9", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"rm -rf build"}`), Result: "removed", NeedsApproval: true}},
 					{Text: "done"},
 				}})
 				b, fake := bc.start(t, script)
@@ -754,7 +754,7 @@ func TestContractApproval(t *testing.T) {
 						if a := fake.approvals(id); len(a) != 0 {
 							t.Errorf("goose had answers %v before Approve", a)
 						}
-						if ar.ID != "toolu_9" || ar.ToolName != "developer__shell" || !jsonEqual(ar.Arguments, []byte(`{"command":"rm -rf build"}`)) {
+						if ar.ID != "toolu_9" || ar.ToolName != "shell" || !jsonEqual(ar.Arguments, []byte(`{"command":"rm -rf build"}`)) {
 							t.Errorf("approval request %+v (args %s)", ar, ar.Arguments)
 						}
 						if err := b.Approve(ctx, id, ar.ID, tc.decision); err != nil {

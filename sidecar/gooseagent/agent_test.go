@@ -124,7 +124,7 @@ func TestToolsThinkingProgress(t *testing.T) {
 		{Thinking: "let me look"},
 		{Text: "Checking."},
 		{Notify: &goosetest.NotifyStep{ToolCallID: "c1", Message: "listing", Progress: 1, Total: 2}},
-		{Tool: &goosetest.ToolStep{ID: "c1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "a b"}},
+		{Tool: &goosetest.ToolStep{ID: "c1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "a b"}},
 		{Text: "Two files."},
 		{Usage: &goosetest.UsageStep{Input: 3, Output: 4}},
 	}}))
@@ -135,7 +135,7 @@ func TestToolsThinkingProgress(t *testing.T) {
 			switch {
 			case p.FunctionCall != nil:
 				calls++
-				if ev.Partial || p.FunctionCall.Name != "developer__shell" || p.FunctionCall.Args["command"] != "ls" || p.FunctionCall.ID != "c1" {
+				if ev.Partial || p.FunctionCall.Name != "shell" || p.FunctionCall.Args["command"] != "ls" || p.FunctionCall.ID != "c1" {
 					t.Errorf("bad call %s", dump([]*session.Event{ev}))
 				}
 				if ev.Content.Parts[0].Text != "let me look" || !ev.Content.Parts[0].Thought || ev.Content.Parts[1].Text != "Checking." {

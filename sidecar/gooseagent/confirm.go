@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/adk/model"
 	"google.golang.org/adk/session"
 	"google.golang.org/adk/tool/toolconfirmation"
@@ -49,9 +50,14 @@ func (e *ConfirmationError) Error() string {
 	} else {
 		fmt.Fprintf(&b, "no tool confirmation %q in this session", e.ID)
 	}
-	if e.Pending != "" {
+	switch {
+	case e.Pending != "":
 		fmt.Fprintf(&b, " (the session awaits %q)", e.Pending)
-	} else {
+	case !e.Stale:
+		// A confirmation asked before adk2goose restarted is not held any
+		// more; the next message ends that tool call (acp settleResumedRun).
+		b.WriteString(" (the session awaits none; a confirmation asked before adk2goose restarted is lost: send a new message)")
+	default:
 		b.WriteString(" (the session awaits none)")
 	}
 	return b.String()
@@ -77,6 +83,10 @@ type pausedReply struct {
 	// askedAt is the confirmation event's timestamp; events recorded outside
 	// a turn reuse it (see record).
 	askedAt time.Time
+	// wait is the goose.approval_wait span; tools the tool spans still open,
+	// for the turn that continues the reply.
+	wait  trace.Span
+	tools map[string]trace.Span
 }
 
 // resolvedConfirmation remembers how a confirmation ended, so a late answer
@@ -264,6 +274,7 @@ func (g *gooseAgent) claim(e *sessionEntry, p *pausedReply) bool {
 	e.paused = nil
 	// A timer already firing finds the entry empty and does nothing.
 	p.timer.Stop()
+	p.endWait("resolved")
 	return true
 }
 

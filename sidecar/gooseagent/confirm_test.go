@@ -20,7 +20,7 @@ import (
 // approvalScript: text, a tool that needs approval, text after it.
 var approvalScript = goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
 	{Text: "Let me delete it."},
-	{Tool: &goosetest.ToolStep{ID: "c1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"rm x"}`), Result: "ok", NeedsApproval: true}},
+	{Tool: &goosetest.ToolStep{ID: "c1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"rm x"}`), Result: "ok", NeedsApproval: true}},
 	{Text: "Done."},
 	{Usage: &goosetest.UsageStep{Input: 5, Output: 2}},
 }})
@@ -83,11 +83,13 @@ func confirmationOf(t *testing.T, evs []*session.Event) string {
 	}
 	orig, _ := fc.Args["originalFunctionCall"].(map[string]any)
 	conf, _ := fc.Args["toolConfirmation"].(map[string]any)
-	if orig["id"] != "c1" || orig["name"] != "developer__shell" || orig["args"].(map[string]any)["command"] != "rm x" {
+	if orig["id"] != "c1" || orig["name"] != "shell" || orig["args"].(map[string]any)["command"] != "rm x" {
 		t.Fatalf("originalFunctionCall: %v", orig)
 	}
 	// Words for the person asked; what programs need stays in the payload.
-	const hint = "goose wants to use shell (developer extension):\n  command: rm x\nReply yes to allow it this once, or no to refuse."
+	// developer's tools are unprefixed (platform_extensions/mod.rs), so the name
+	// alone does not say which extension: just "shell".
+	const hint = "goose wants to use shell:\n  command: rm x\nReply yes to allow it this once, or no to refuse."
 	if conf["confirmed"] != false || conf["hint"] != hint {
 		t.Fatalf("toolConfirmation hint %q, want %q", conf["hint"], hint)
 	}
@@ -145,7 +147,7 @@ func TestConfirmationAnswered(t *testing.T) {
 			for ev := range got.Session.Events().All() {
 				kinds = append(kinds, kind(ev))
 			}
-			want := "user:text model:text+call:developer__shell model:call:adk_request_confirmation user:response:adk_request_confirmation goose:response:developer__shell model:text"
+			want := "user:text model:text+call:shell model:call:adk_request_confirmation user:response:adk_request_confirmation goose:response:shell model:text"
 			if strings.Join(kinds, " ") != want {
 				t.Fatalf("history\n got %s\nwant %s", strings.Join(kinds, " "), want)
 			}

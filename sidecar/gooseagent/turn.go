@@ -43,6 +43,7 @@ type turn struct {
 	errorCode     string
 	// paused: the turn ended at a tool approval whose reply is now held.
 	paused bool
+	spans  turnSpans
 }
 
 func newTurn(g *gooseAgent, ic agent.InvocationContext, yield func(*session.Event, error) bool) *turn {
@@ -113,14 +114,17 @@ func (t *turn) run() {
 			return
 		}
 	}
-	if err := t.openSession(entry); err != nil {
+	if err := t.traceSession(func() error { return t.openSession(entry) }); err != nil {
 		t.finish("", fmt.Errorf("failed to open goose session: %w", err))
 		return
 	}
 
 	t.reachedGoose = true
 	defer t.recordUsage()
-	t.pump(openReply(t.ic, t.g.cfg.Backend, t.gooseID, goose.UserMessage{Text: in.text}))
+	t.startPrompt()
+	defer t.endPrompt()
+	// The prompt span's context reaches goose (ACP _meta traceparent).
+	t.pump(openReply(t.spans.promptCtx, t.g.cfg.Backend, t.gooseID, goose.UserMessage{Text: in.text}))
 }
 
 // answer applies the user's confirmation and continues the paused reply.
@@ -142,6 +146,11 @@ func (t *turn) answer(answers []confirmationAnswer) {
 		t.finish("", fmt.Errorf("failed to apply tool confirmation %q: %w", ans.id, err))
 		return
 	}
+	decision := goose.DenyOnce
+	if confirmed {
+		decision = goose.AllowOnce
+	}
+	t.resumeFrom(p, decision)
 	if !t.g.claim(t.entry, p) {
 		// The timeout won the race since pending() looked.
 		t.finish("", fmt.Errorf("failed to apply tool confirmation: %w", t.g.notPending(t.entry, ans.id)))
@@ -149,10 +158,8 @@ func (t *turn) answer(answers []confirmationAnswer) {
 	}
 	t.gooseID, t.prev, t.reachedGoose = p.gooseID, p.prev, true
 	defer t.recordUsage()
-	decision := goose.DenyOnce
-	if confirmed {
-		decision = goose.AllowOnce
-	}
+	t.startPrompt()
+	defer t.endPrompt()
 	p.reply.attach(t.ic)
 	if err := t.g.cfg.Backend.Approve(t.ic, p.gooseID, p.approval.ID, decision); err != nil {
 		p.reply.close()
@@ -227,7 +234,9 @@ func (t *turn) pause(reply *replyStream, ar *goose.ApprovalRequest) bool {
 	// Held before the client sees the call, so an immediate answer finds it;
 	// detached so the end of this request does not cancel goose.
 	reply.detach()
+	t.startApprovalWait(p, ar)
 	if !t.g.park(t.key, t.entry, p) {
+		p.endWait("not held: shutting down")
 		t.finish("", fmt.Errorf("failed to hold tool approval for %q: %w", ar.ToolName, errShuttingDown))
 		return false
 	}
@@ -328,12 +337,14 @@ func (t *turn) handle(ev goose.Event) bool {
 			return t.emitPartial(&genai.Part{Text: e.Text, Thought: true}, nil)
 		}
 	case *goose.ToolRequest:
+		t.toolStarted(e)
 		parts := t.takeText()
 		parts = append(parts, &genai.Part{FunctionCall: &genai.FunctionCall{
 			ID: e.ID, Name: e.Name, Args: argsMap(e.Arguments),
 		}})
 		return t.emit(t.newEvent(&genai.Content{Role: genai.RoleModel, Parts: parts}))
 	case *goose.ToolResponse:
+		t.toolFinished(e)
 		ev := t.newEvent(&genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{
 			FunctionResponse: &genai.FunctionResponse{ID: e.ID, Name: e.Name, Response: responseMap(e)},
 		}}})
@@ -508,6 +519,7 @@ func (t *turn) emit(ev *session.Event) bool {
 	}
 	if t.events == 0 {
 		t.firstEvent = time.Since(t.start)
+		t.traceFirstEvent(t.firstEvent)
 	}
 	t.events++
 	if !t.yield(ev, nil) {

@@ -459,7 +459,7 @@ func TestA2AStreamAsADKTypeScript(t *testing.T) {
 func TestA2AStreamToolsAndProgressAsADKTypeScript(t *testing.T) {
 	script := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
 		{Text: "Let me look."},
-		{Tool: &goosetest.ToolStep{ID: "c1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "README.md"}},
+		{Tool: &goosetest.ToolStep{ID: "c1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "README.md"}},
 		{Notify: &goosetest.NotifyStep{ToolCallID: "c1", Message: "compiling", Progress: 1, Total: 4}},
 		{Text: "Built."},
 	}})
@@ -475,7 +475,7 @@ func TestA2AStreamToolsAndProgressAsADKTypeScript(t *testing.T) {
 				}
 				stored = append(stored, fmt.Sprintf("%s%v%v", ev.text(), ev.Calls, ev.Responses))
 			}
-			want := []string{"Let me look.[developer__shell][]", "[][developer__shell]", "Built.[][]"}
+			want := []string{"Let me look.[shell][]", "[][shell]", "Built.[][]"}
 			if !slices.Equal(stored, want) {
 				t.Fatalf("stored %q, want %q; yielded %s", stored, want, dumpTS(evs))
 			}
@@ -521,7 +521,7 @@ func TestA2AApprovalAsADKTypeScript(t *testing.T) {
 					stored = append(stored, fmt.Sprintf("%s%v", ev.text(), ev.Responses))
 				}
 			}
-			if !slices.Equal(stored, []string{"[developer__shell]", "Done.[]"}) {
+			if !slices.Equal(stored, []string{"[shell]", "Done.[]"}) {
 				t.Fatalf("after the answer: %q in %s", stored, dumpTS(evs))
 			}
 		})

@@ -126,7 +126,7 @@ func TestA2AToolCalls(t *testing.T) {
 			continue
 		}
 		for _, p := range ev.Content.Parts {
-			if p.FunctionCall != nil && p.FunctionCall.Name == "developer__shell" {
+			if p.FunctionCall != nil && p.FunctionCall.Name == "shell" {
 				call = true
 			}
 			if p.FunctionResponse != nil && p.FunctionResponse.Response["output"] == "README.md" {

@@ -16,7 +16,7 @@ import (
 // toolScript: text, a tool call with its result, more text, usage.
 var toolScript = goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
 	{Text: "Let me look. "},
-	{Tool: &goosetest.ToolStep{ID: "call_1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "README.md"}},
+	{Tool: &goosetest.ToolStep{ID: "call_1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "README.md"}},
 	{Text: "There is a README."},
 	{Usage: &goosetest.UsageStep{Input: 40, Output: 12}},
 }})
@@ -145,7 +145,7 @@ func TestRESTToolCalls(t *testing.T) {
 					}
 				}
 			}
-			if call == nil || call["name"] != "developer__shell" || call["id"] != "call_1" || jpath(call, "args", "command") != "ls" {
+			if call == nil || call["name"] != "shell" || call["id"] != "call_1" || jpath(call, "args", "command") != "ls" {
 				t.Fatalf("functionCall: %v\n%v", call, frames)
 			}
 			if resp == nil || resp["id"] != "call_1" || jpath(resp, "response", "output") != "README.md" {

@@ -98,11 +98,21 @@ type Client struct {
 	replies      map[string]*reply      // by session id
 	usage        map[string]goose.Usage // last accumulated usage seen, by session id
 	cwd          map[string]string      // working dirs, needed by session/load
+	// runsChanged is closed (and replaced) whenever a conn's runs change.
+	runsChanged chan struct{}
+	// lost are, by session, tool calls whose approval goose asked again on
+	// session/load (a turn resumed from before an adk2goose restart),
+	// refused because nobody holds their confirmation any more; the
+	// session's next reply reports them.
+	lost map[string][]*goose.ToolResponse
 
 	wg sync.WaitGroup // connection watchers
 }
 
-var _ goose.Backend = (*Client)(nil)
+var (
+	_ goose.Backend           = (*Client)(nil)
+	_ goose.WorkingDirResumer = (*Client)(nil) // gooseagent finds it by assertion: a lost method would not fail the build
+)
 
 // New validates cfg and returns a Client. It does not dial: goose may not be
 // up yet when the sidecar starts.
@@ -163,6 +173,9 @@ func New(cfg Config) (*Client, error) {
 		replies:   make(map[string]*reply),
 		usage:     make(map[string]goose.Usage),
 		cwd:       make(map[string]string),
+		lost:      make(map[string][]*goose.ToolResponse),
+
+		runsChanged: make(chan struct{}),
 	}
 	if c.httpc == nil {
 		c.httpc = &http.Client{Timeout: 5 * time.Second}
@@ -232,6 +245,11 @@ type conn struct {
 	custom atomic.Bool
 	// reply is the reply running on this connection, if any.
 	reply atomic.Pointer[reply]
+	// runs is goose's active run per session on this connection, from
+	// session_info_update (§2.6); c.mu. Runs die with their connection.
+	runs map[string]string
+	// loading marks sessions with a session/load in flight; c.mu.
+	loading map[string]bool
 }
 
 func (cn *conn) dead() bool {
@@ -439,7 +457,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("failed to connect to goose: %w: %w", goose.ErrUnavailable, err)
 	}
 
-	cn := &conn{c: c}
+	cn := &conn{c: c, runs: make(map[string]string), loading: make(map[string]bool)}
 	cn.rpc = newWSConn(ws, c.cfg.MaxFrameBytes, c.log, func(method string, params json.RawMessage) {
 		c.route(cn, method, params)
 	}, cn.handle)
@@ -699,6 +717,14 @@ func (c *Client) ensureLoaded(ctx context.Context, cn *conn, id string) error {
 		}
 		cwd = s.WorkingDir
 	}
+	c.mu.Lock()
+	cn.loading[id] = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(cn.loading, id)
+		c.mu.Unlock()
+	}()
 	_, err := request[json.RawMessage](ctx, cn.rpc, methodSessionLoad, acpsdk.LoadSessionRequest{
 		SessionId:  acpsdk.SessionId(id),
 		Cwd:        cwd,
@@ -713,7 +739,7 @@ func (c *Client) ensureLoaded(ctx context.Context, cn *conn, id string) error {
 	c.mu.Lock()
 	cn.loaded = true
 	c.mu.Unlock()
-	return nil
+	return c.settleResumedRun(ctx, cn, id)
 }
 
 type infoResult struct {
@@ -794,11 +820,22 @@ func parseTime(s string) time.Time {
 // advertise (§3). The SDK has no typed call for it.
 func (c *Client) DeleteSession(ctx context.Context, id string) error {
 	if _, err := callOn[json.RawMessage](ctx, c, id, "delete session", methodSessionDelete, sessionIDParams{SessionID: id}); err != nil {
+		// goose reports an unknown id as -32603 "Session not found"
+		// (manage_sessions.rs on_delete_session maps every storage error to
+		// internal_err); ask session/info, which says -32002, rather than
+		// match the message.
+		var ae *goose.AgentError
+		if errors.As(err, &ae) && ae.Code == -32603 {
+			if _, ierr := c.GetSession(ctx, id); errors.Is(ierr, goose.ErrSessionNotFound) {
+				return fmt.Errorf("failed to delete session: %w", goose.ErrSessionNotFound)
+			}
+		}
 		return err
 	}
 	c.mu.Lock()
 	delete(c.usage, id)
 	delete(c.cwd, id)
+	delete(c.lost, id)
 	cn := c.sessions[id]
 	if r := c.replies[id]; r != nil && r.cn == cn {
 		cn = nil // its reply ends it; the idle timer closes it after
@@ -899,6 +936,17 @@ func (c *Client) route(cn *conn, method string, params json.RawMessage) {
 		c.usage[d.SessionID] = *d.Accumulated
 		c.mu.Unlock()
 	}
+	if d.ActiveRun != nil {
+		c.mu.Lock()
+		if *d.ActiveRun == "" {
+			delete(cn.runs, d.SessionID)
+		} else {
+			cn.runs[d.SessionID] = *d.ActiveRun
+		}
+		close(c.runsChanged)
+		c.runsChanged = make(chan struct{})
+		c.mu.Unlock()
+	}
 	// The connection's own reply: no client-wide lock per event.
 	r := cn.reply.Load()
 	if r == nil || r.sessionID != d.SessionID || d.Event == nil {
@@ -924,7 +972,22 @@ func (c *Client) handlePermission(ctx context.Context, cn *conn, params json.Raw
 	r := c.replies[string(req.SessionId)]
 	c.mu.Unlock()
 	if r == nil || r.cn != cn {
-		// Nobody can answer; an unanswered request blocks goose forever.
+		// Nobody can answer: refuse (an unanswered request blocks goose
+		// forever). One that comes during session/load is goose resuming a
+		// turn that waited for an approval when an earlier connection (an
+		// adk2goose that restarted) went away: kept for the session's next
+		// reply to report.
+		id := string(req.ToolCall.ToolCallId)
+		name := id
+		if req.ToolCall.Title != nil {
+			name = *req.ToolCall.Title
+		}
+		c.mu.Lock()
+		if cn.loading[string(req.SessionId)] {
+			c.lost[string(req.SessionId)] = append(c.lost[string(req.SessionId)], &goose.ToolResponse{ID: id, Name: name, IsError: true,
+				Text: "not run: it was waiting for approval when adk2goose restarted, and goose was told it is denied; ask again to run it"})
+		}
+		c.mu.Unlock()
 		return cancelledOutcome(), nil
 	}
 	id := string(req.ToolCall.ToolCallId)
@@ -1146,9 +1209,58 @@ func (c *Client) startReply(ctx context.Context, sessionID string) (*reply, erro
 			cn.idle.Stop()
 		}
 		c.replies[sessionID] = r
+		for _, tr := range c.lost[sessionID] {
+			r.push(item{ev: tr}) // ends a tool call of a turn from before a restart
+		}
+		delete(c.lost, sessionID)
 		cn.reply.Store(r)
 		c.mu.Unlock()
 		return r, nil
+	}
+}
+
+// resumedRunTimeout bounds the wait for a resumed goose run to stop.
+const resumedRunTimeout = 30 * time.Second
+
+// settleResumedRun deals with a run goose started on session/load to resume
+// a turn stopped at a tool approval (load_session.rs
+// start_resumed_state_machine_turn): its approval was refused and kept for
+// the next reply to report (handlePermission); goose is told to stop the run,
+// and this waits for it to end, since goose refuses a prompt while a run is
+// active (§2.4). The wait also outlasts the refusal's own goroutine: the
+// request came before the session/load answer, the run's end is a round trip
+// through goose after it.
+func (c *Client) settleResumedRun(ctx context.Context, cn *conn, id string) error {
+	c.mu.Lock()
+	run := cn.runs[id]
+	c.mu.Unlock()
+	// Only a resumed run ("resume_<uuid>", load_session.rs) can be active
+	// before our prompt; an ended prompt's run id may still be on its way.
+	if !strings.HasPrefix(run, "resume_") {
+		return nil
+	}
+	if err := cn.rpc.sendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(id)}); err != nil {
+		return fmt.Errorf("failed to stop goose's resumed run: %w", c.mapErr(cn, err))
+	}
+	timer := time.NewTimer(resumedRunTimeout)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		run, running := cn.runs[id]
+		changed := c.runsChanged
+		c.mu.Unlock()
+		if !running {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-cn.rpc.Done():
+			return fmt.Errorf("failed to stop goose's resumed run %s: %w: connection lost", run, goose.ErrUnavailable)
+		case <-ctx.Done():
+			return fmt.Errorf("failed to stop goose's resumed run %s: %w", run, ctx.Err())
+		case <-timer.C:
+			return fmt.Errorf("failed to stop goose's resumed run %s: still active after %s", run, resumedRunTimeout)
+		}
 	}
 }
 
@@ -1184,6 +1296,7 @@ func (c *Client) runPrompt(ctx context.Context, r *reply, msg goose.UserMessage)
 	resp, err := request[acpsdk.PromptResponse](ctx, cn.rpc, methodSessionPrompt, acpsdk.PromptRequest{
 		SessionId: acpsdk.SessionId(r.sessionID),
 		Prompt:    []acpsdk.ContentBlock{acpsdk.TextBlock(msg.Text)},
+		Meta:      traceMeta(ctx),
 	})
 	if err != nil {
 		if ctx.Err() != nil {

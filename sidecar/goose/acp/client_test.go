@@ -136,9 +136,9 @@ func TestReplyThinkingToolsNotifications(t *testing.T) {
 	script := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
 		{Thinking: "let me look"},
 		{Text: "Looking."},
-		{Tool: &goosetest.ToolStep{ID: "toolu_1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "a b c"}},
+		{Tool: &goosetest.ToolStep{ID: "toolu_1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "a b c"}},
 		{Notify: &goosetest.NotifyStep{Message: "indexing"}},
-		{Tool: &goosetest.ToolStep{ID: "toolu_2", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"false"}`), Result: "exit 1", IsError: true}},
+		{Tool: &goosetest.ToolStep{ID: "toolu_2", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"false"}`), Result: "exit 1", IsError: true}},
 		{Text: "Three files."},
 	}})
 	_, c := newPair(t, goosetest.WithServeScript(script))
@@ -157,11 +157,11 @@ func TestReplyThinkingToolsNotifications(t *testing.T) {
 		t.Errorf("message ids thinking=%q text1=%q text2=%q: want first two shared, third new", th.MessageID, t1.MessageID, t2.MessageID)
 	}
 	req := evs[2].(*goose.ToolRequest)
-	if req.ID != "toolu_1" || req.Name != "developer__shell" || string(req.Arguments) != `{"command":"ls"}` {
+	if req.ID != "toolu_1" || req.Name != "shell" || string(req.Arguments) != `{"command":"ls"}` {
 		t.Errorf("tool request = %+v", req)
 	}
 	res := evs[3].(*goose.ToolResponse)
-	if res.ID != "toolu_1" || res.Name != "developer__shell" || res.Text != "a b c" || res.IsError {
+	if res.ID != "toolu_1" || res.Name != "shell" || res.Text != "a b c" || res.IsError {
 		t.Errorf("tool response = %+v", res)
 	}
 	if n := evs[4].(*goose.Notification); n.Kind != "progress" || n.Message != "indexing" {
@@ -187,7 +187,7 @@ func TestApproval(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(string(tc.decision), func(t *testing.T) {
 			script := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
-				{Tool: &goosetest.ToolStep{ID: "toolu_9", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"rm -rf build"}`), Result: "removed", NeedsApproval: true}},
+				{Tool: &goosetest.ToolStep{ID: "toolu_9", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"rm -rf build"}`), Result: "removed", NeedsApproval: true}},
 				{Text: "done"},
 			}})
 			srv, c := newPair(t, goosetest.WithServeScript(script))
@@ -203,7 +203,7 @@ func TestApproval(t *testing.T) {
 					if len(srv.Permissions()) != 0 {
 						t.Fatal("goose got an answer before Approve")
 					}
-					if ar.ID != "toolu_9" || ar.ToolName != "developer__shell" || string(ar.Arguments) != `{"command":"rm -rf build"}` {
+					if ar.ID != "toolu_9" || ar.ToolName != "shell" || string(ar.Arguments) != `{"command":"rm -rf build"}` {
 						t.Errorf("approval request = %+v", ar)
 					}
 					if err := c.Approve(ctx, id, ar.ID, tc.decision); err != nil {
@@ -435,7 +435,7 @@ func TestBackendCancelFinishesCancelled(t *testing.T) {
 
 func TestCancelWhileApprovalPendingAnswersCancelled(t *testing.T) {
 	script := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
-		{Tool: &goosetest.ToolStep{ID: "toolu_5", Name: "developer__shell", NeedsApproval: true, Result: "x"}},
+		{Tool: &goosetest.ToolStep{ID: "toolu_5", Name: "shell", Extension: "developer", NeedsApproval: true, Result: "x"}},
 	}})
 	srv, c := newPair(t, goosetest.WithServeScript(script))
 	id := startSession(t, c)

@@ -47,6 +47,9 @@ type decoded struct {
 	// ToolName is the goose tool name of a tool_call, remembered per reply so
 	// the matching result and permission request can name the tool.
 	ToolName string
+	// ActiveRun is set by a session_info_update that carries goose's
+	// _meta.goose.activeRunId: the run id when a run starts, "" when it ends.
+	ActiveRun *string
 }
 
 var errNoSession = errors.New("notification has no sessionId")
@@ -110,6 +113,13 @@ func decodeSessionUpdate(params []byte) (decoded, error) {
 			Text:       toolText(tu.Content),
 			IsError:    *tu.Status == acpsdk.ToolCallStatusFailed,
 			Structured: rawJSON(tu.RawOutput),
+		}
+	case u.SessionInfoUpdate != nil:
+		if g, ok := u.SessionInfoUpdate.Meta["goose"].(map[string]any); ok {
+			if v, present := g["activeRunId"]; present {
+				id, _ := v.(string) // null: the run ended
+				d.ActiveRun = &id
+			}
 		}
 	case u.UsageUpdate != nil:
 		uu := u.UsageUpdate

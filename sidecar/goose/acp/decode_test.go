@@ -10,7 +10,7 @@ import (
 var decodeSeeds = []struct{ method, params string }{
 	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Let me look."},"_meta":{"goose":{"created":1784563200,"messageId":"msg_a1"}}}}`},
 	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"I should list"},"_meta":{"goose":{"created":1784563200,"messageId":"msg_a1"}}}}`},
-	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"tool_call","toolCallId":"toolu_01X","title":"shell","rawInput":{"command":"ls -la"},"_meta":{"goose":{"toolCall":{"toolName":"developer__shell","extensionName":"developer"}}}}}`},
+	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"tool_call","toolCallId":"toolu_01X","title":"developer: shell","rawInput":{"command":"ls -la"},"_meta":{"goose":{"toolCall":{"toolName":"shell","extensionName":"developer"}}}}}`},
 	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"tool_call_update","toolCallId":"toolu_01X","title":"listing files in directory"}}`},
 	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"tool_call_update","toolCallId":"toolu_01X","status":"completed","content":[{"type":"content","content":{"type":"text","text":"total 8"}}],"rawOutput":{"files":3}}}`},
 	{methodSessionUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"usage_update","used":2398,"size":128000,"cost":{"amount":0.0118,"currency":"USD"}}}`},
@@ -30,7 +30,7 @@ func TestDecodeNotificationGooseFrames(t *testing.T) {
 		func(d decoded) bool { e, ok := d.Event.(*goose.ThinkingDelta); return ok && e.MessageID == "msg_a1" },
 		func(d decoded) bool {
 			e, ok := d.Event.(*goose.ToolRequest)
-			return ok && e.Name == "developer__shell" && string(e.Arguments) == `{"command":"ls -la"}`
+			return ok && e.Name == "shell" && string(e.Arguments) == `{"command":"ls -la"}`
 		},
 		func(d decoded) bool { return d.Event == nil },
 		func(d decoded) bool {
@@ -41,8 +41,9 @@ func TestDecodeNotificationGooseFrames(t *testing.T) {
 			e, ok := d.Event.(*goose.UsageUpdate)
 			return ok && d.StableUsage && e.Last.TotalTokens == 2398 && e.ContextLimit == 128000 && *e.Accumulated.Cost == 0.0118
 		},
-		func(d decoded) bool { return d.Event == nil },
-		func(d decoded) bool { return d.Event == nil },
+		// session_info_update: activeRunId null is a run's end.
+		func(d decoded) bool { return d.Event == nil && d.ActiveRun != nil && *d.ActiveRun == "" },
+		func(d decoded) bool { return d.Event == nil && d.ActiveRun == nil },
 		func(d decoded) bool {
 			e, ok := d.Event.(*goose.UsageUpdate)
 			return ok && e.HasAccumulated && d.Accumulated.TotalTokens == 4591 && *d.Accumulated.Cost == 0.0118

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +42,10 @@ func WithServeSecret(key string) ServeOption { return func(f *Serve) { f.Secret 
 // serve --host H --port P` does (test/e2e/cmd/goose, the e2e goose image).
 func WithServeListener(l net.Listener) ServeOption { return func(f *Serve) { f.listener = l } }
 
+// ServeVersion is the goose version the fake reports in initialize: the
+// release of the operator's default image, whose behaviour it follows.
+const ServeVersion = "1.48.0"
+
 // ServeContextLimit is the model context size the fake reports.
 const ServeContextLimit = 128000
 
@@ -49,6 +54,10 @@ type ServePrompt struct {
 	SessionID string
 	Text      string
 	At        time.Time
+	// Traceparent is the W3C trace context the client put in the prompt's
+	// _meta, which goose continues its own spans from (MCP SEP-414 keys,
+	// goose crates/goose/src/otel/trace_context.rs).
+	Traceparent string
 }
 
 // ServePermission is the client's answer to one session/request_permission.
@@ -77,6 +86,9 @@ type ServeSession struct {
 	InputTokens           int64
 	OutputTokens          int64
 	Cost                  *float64
+	// AwaitingApproval: the reply stopped at a tool approval when its
+	// connection went; session/load resumes it.
+	AwaitingApproval bool
 }
 
 // Serve is a fake `goose serve` on a loopback httptest server.
@@ -118,6 +130,10 @@ type serveSession struct {
 	costKnown             bool
 	last                  *UsageStep
 	history               []serveHistory
+	// resume is the rest of a reply whose connection went away while it
+	// waited for a tool approval: goose's history then ends in a pending
+	// tool confirmation, which session/load resumes.
+	resume []Step
 }
 
 type serveHistory struct {
@@ -257,6 +273,7 @@ func (s *Serve) Session(id string) (ServeSession, bool) {
 		ID: ss.id, WorkingDir: ss.cwd, Title: ss.title,
 		Mode: ss.mode, Provider: ss.provider, Model: ss.model,
 		MessageCount: ss.messages, InputTokens: ss.accIn, OutputTokens: ss.accOut,
+		AwaitingApproval: ss.resume != nil,
 	}
 	if ss.costKnown {
 		c := ss.accCost
@@ -479,7 +496,9 @@ type acpPendingPerm struct {
 type acpPermAnswer struct{ outcome, option string }
 
 type serveRun struct {
-	reqKey    string
+	reqKey    string // JSON-RPC id of its session/prompt; "" for a resumed run
+	runID     string
+	resent    *acpPendingPerm // a resumed run's permission request, sent already
 	cancel    chan struct{}
 	finished  chan struct{}
 	once      sync.Once
@@ -743,7 +762,7 @@ func (c *serveConn) initialize(m acpRpcIn) {
 			"id": "goose-provider", "name": "Configure Provider",
 			"description": "Run `goose configure` to set up your AI provider and API key",
 		}},
-		"agentInfo": map[string]any{"name": "goose", "version": "1.43.0"},
+		"agentInfo": map[string]any{"name": "goose", "version": ServeVersion},
 	})
 }
 
@@ -849,9 +868,9 @@ func (c *serveConn) newSession(m acpRpcIn) {
 		Cwd        string          `json:"cwd"`
 		McpServers json.RawMessage `json:"mcpServers"`
 	}
-	if err := json.Unmarshal(m.Params, &p); err != nil || !strings.HasPrefix(p.Cwd, "/") || len(p.McpServers) == 0 {
-		// cwd must be absolute and mcpServers present (§3).
-		c.fail(m.ID, -32602, "Invalid params", map[string]any{"error": "cwd must be an absolute path and mcpServers is required"})
+	if err := json.Unmarshal(m.Params, &p); err != nil || len(p.McpServers) == 0 {
+		// mcpServers is a required field of NewSessionRequest (§3).
+		c.fail(m.ID, -32602, "Invalid params", map[string]any{"error": "mcpServers is required"})
 		return
 	}
 	if !c.validCwd(m.ID, p.Cwd) {
@@ -866,16 +885,26 @@ func (c *serveConn) newSession(m acpRpcIn) {
 		"_meta":         map[string]any{"extensionResults": []any{}, "workingDir": ss.cwd},
 	}
 	c.s.mu.Unlock()
+	// goose answers first, then sends the setup notifications (dispatch.rs,
+	// the NewSessionRequest handler: respond, then
+	// send_session_setup_notifications).
 	c.respond(m.ID, res)
 	c.setupNotifications(ss)
 }
 
 // validCwd reproduces upstream validate_absolute_cwd (crates/goose/src/acp/
-// server.rs), which session/new and session/load both run: the directory
-// must exist in goose's file system, else -32602 "invalid directory path".
+// server.rs), which session/new and session/load both run: the session's cwd
+// must be absolute and exist as a directory in goose's file system, else
+// -32602 with the reason as data.
 func (c *serveConn) validCwd(id json.RawMessage, cwd string) bool {
-	if fi, err := os.Stat(cwd); !strings.HasPrefix(cwd, "/") || err != nil || !fi.IsDir() {
-		c.fail(id, -32602, "Invalid params", "invalid directory path")
+	msg := ""
+	if !filepath.IsAbs(cwd) {
+		msg = "cwd must be an absolute path"
+	} else if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		msg = "invalid directory path"
+	}
+	if msg != "" {
+		c.fail(id, -32602, "Invalid params", msg)
 		return false
 	}
 	return true
@@ -928,8 +957,20 @@ func (c *serveConn) loadSession(m acpRpcIn) {
 		ch.Meta.Goose.MessageID = h.messageID
 		c.sessionUpdate(sid, ch)
 	}
-	c.setupNotifications(ss)
+	// A history ending in a pending tool confirmation resumes that turn
+	// before the answer (load_session.rs handle_load_session).
+	c.s.mu.Lock()
+	resume := ss.resume
+	ss.resume = nil
+	c.s.mu.Unlock()
+	if resume != nil {
+		c.resumeRun(ss, resume)
+	}
+	// The replay is part of the handler; the setup notifications follow
+	// the response (dispatch.rs, the LoadSessionRequest handler: respond,
+	// then send_session_setup_notifications).
 	c.respond(m.ID, res)
+	c.setupNotifications(ss)
 }
 
 // acpListPageSize is goose's session/list page size (§3).
@@ -1115,7 +1156,10 @@ func (c *serveConn) deleteSession(m acpRpcIn) {
 	delete(c.s.sessions, sid)
 	c.s.mu.Unlock()
 	if !ok {
-		c.notFound(m.ID, sid)
+		// SessionStorage::delete_session fails with "Session not found" and
+		// on_delete_session maps every storage error to internal_err:
+		// -32603, not -32002 (manage_sessions.rs, session_manager.rs).
+		c.fail(m.ID, -32603, "Internal error", "Session not found")
 		return
 	}
 	c.respond(m.ID, nil)
@@ -1128,6 +1172,9 @@ func (c *serveConn) prompt(m acpRpcIn) {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		} `json:"prompt"`
+		Meta struct {
+			Traceparent string `json:"traceparent"`
+		} `json:"_meta"`
 	}
 	if err := json.Unmarshal(m.Params, &p); err != nil {
 		c.fail(m.ID, -32602, "Invalid params", map[string]any{"error": err.Error()})
@@ -1142,19 +1189,20 @@ func (c *serveConn) prompt(m acpRpcIn) {
 	c.s.mu.Lock()
 	ss := c.s.sessions[p.SessionID]
 	if ss != nil {
-		c.s.prompts = append(c.s.prompts, ServePrompt{SessionID: p.SessionID, Text: text.String(), At: time.Now()})
+		c.s.prompts = append(c.s.prompts, ServePrompt{SessionID: p.SessionID, Text: text.String(), At: time.Now(), Traceparent: p.Meta.Traceparent})
 	}
 	c.s.mu.Unlock()
 	if ss == nil {
 		c.notFound(m.ID, p.SessionID)
 		return
 	}
-	run := &serveRun{reqKey: string(m.ID), cancel: make(chan struct{}), finished: make(chan struct{})}
+	run := &serveRun{reqKey: string(m.ID), runID: "run_" + acpRandomUUID(), cancel: make(chan struct{}), finished: make(chan struct{})}
 	c.mu.Lock()
 	prev := c.runs[p.SessionID]
 	if prev != nil && !prev.stopped() {
 		c.mu.Unlock()
-		c.fail(m.ID, -32603, "Internal error", map[string]any{"error": "session already has an active run"})
+		// Only one run per session (§2.4), a resumed one included.
+		c.fail(m.ID, -32602, "Invalid params", "session already has active run `"+prev.runID+"`; use _goose/unstable/session/steer")
 		return
 	}
 	c.runs[p.SessionID] = run
@@ -1173,7 +1221,38 @@ func (c *serveConn) prompt(m acpRpcIn) {
 			// one after it.
 			<-prev.finished
 		}
-		c.run(m.ID, run, ss, text.String())
+		c.run(m.ID, run, ss, text.String(), nil)
+	}()
+}
+
+// resumeRun is load_session.rs start_resumed_state_machine_turn: a session
+// whose history ends in a pending tool confirmation gets a new active run
+// ("resume_..."), announced by session_info_update, and the permission
+// request is sent again; the run then goes on with the rest of the reply.
+// It has no request of its own, so nothing answers it: its end is the
+// activeRunId null update. Called before session/load is answered.
+func (c *serveConn) resumeRun(ss *serveSession, steps []Step) {
+	run := &serveRun{runID: "resume_" + acpRandomUUID(), cancel: make(chan struct{}), finished: make(chan struct{})}
+	c.mu.Lock()
+	c.runs[ss.id] = run
+	c.mu.Unlock()
+	// Both go out before session/load is answered: the run announced, the
+	// state machine turn spawned, then the request resent.
+	c.activeRun(ss.id, run.runID)
+	t := steps[0].Tool
+	args := t.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	run.resent = c.sendPermission(ss.id, t, args)
+	c.s.wg.Add(1)
+	go func() {
+		defer c.s.wg.Done()
+		defer func() {
+			c.release(ss.id, run)
+			close(run.finished)
+		}()
+		c.run(nil, run, ss, "", steps)
 	}()
 }
 
@@ -1189,31 +1268,40 @@ func (c *serveConn) release(sid string, run *serveRun) {
 }
 
 // run plays the Script for one prompt in goose's emission order
-// (server.rs on_prompt, §2.6).
-func (c *serveConn) run(id json.RawMessage, run *serveRun, ss *serveSession, text string) {
-	reply := c.s.script(ss.id, text)
+// (server.rs on_prompt, §2.6). With resumed steps (id nil) it continues a
+// reply instead: its first step is the tool whose approval is asked again.
+func (c *serveConn) run(id json.RawMessage, run *serveRun, ss *serveSession, text string, resumed []Step) {
 	sid := ss.id
-	c.s.mu.Lock()
-	ss.messages++
-	ss.updated = time.Now().UTC()
-	ss.history = append(ss.history, serveHistory{role: "user", messageID: "msg_" + acpRandomUUID(), text: text})
-	if ss.title == "" {
-		ss.title = acpTruncate(text, 40)
+	steps := resumed
+	if id != nil {
+		steps = c.s.script(ss.id, text).Steps
+		c.s.mu.Lock()
+		ss.messages++
+		ss.updated = time.Now().UTC()
+		ss.history = append(ss.history, serveHistory{role: "user", messageID: "msg_" + acpRandomUUID(), text: text})
+		if ss.title == "" {
+			ss.title = acpTruncate(text, 40)
+		}
+		c.s.mu.Unlock()
 	}
-	c.s.mu.Unlock()
 
-	c.sessionUpdate(sid, map[string]any{"sessionUpdate": "session_info_update", "_meta": map[string]any{"goose": map[string]any{"activeRunId": "run_" + acpRandomUUID()}}})
+	if id != nil {
+		c.activeRun(sid, run.runID)
+	}
 
 	var msgID string // the current assistant message: chunks share its id
 	var last *UsageStep
 	created := time.Now().Unix()
 	cancelled := func() {
 		c.release(sid, run)
-		if run.cancelReq {
+		switch {
+		case id == nil:
+			c.activeRun(sid, "")
+		case run.cancelReq:
 			c.fail(id, -32800, "Request cancelled", nil)
-			return
+		default:
+			c.respond(id, map[string]any{"stopReason": "cancelled"})
 		}
-		c.respond(id, map[string]any{"stopReason": "cancelled"})
 	}
 	chunk := func(kind, t string) {
 		c.s.mu.Lock()
@@ -1232,7 +1320,7 @@ func (c *serveConn) run(id json.RawMessage, run *serveRun, ss *serveSession, tex
 		c.sessionUpdate(sid, ch)
 	}
 
-	for _, st := range reply.Steps {
+	for i, st := range steps {
 		if st.Delay > 0 {
 			t := time.NewTimer(st.Delay)
 			select {
@@ -1258,16 +1346,23 @@ func (c *serveConn) run(id json.RawMessage, run *serveRun, ss *serveSession, tex
 			// Provider/stream errors come back as a JSON-RPC error to
 			// session/prompt: -32603 (§2.6).
 			c.release(sid, run)
-			c.fail(id, -32603, st.Error, nil)
+			if id != nil {
+				c.fail(id, -32603, st.Error, nil)
+			}
 			return
 		case st.Text != "":
 			chunk("agent_message_chunk", st.Text)
 		case st.Thinking != "":
 			chunk("agent_thought_chunk", st.Thinking)
 		case st.Tool != nil:
-			if !c.tool(sid, run, st.Tool) {
+			if !c.tool(sid, run, st.Tool, resumed != nil && i == 0) {
 				select {
 				case <-c.done:
+					// The connection went while goose waited for the
+					// approval: the session keeps the pending confirmation.
+					c.s.mu.Lock()
+					ss.resume = append([]Step(nil), steps[i:]...)
+					c.s.mu.Unlock()
 					return
 				default:
 				}
@@ -1310,8 +1405,12 @@ func (c *serveConn) run(id json.RawMessage, run *serveRun, ss *serveSession, tex
 	c.s.mu.Lock()
 	ss.updated = time.Now().UTC()
 	c.s.mu.Unlock()
-	c.sessionUpdate(sid, map[string]any{"sessionUpdate": "session_info_update", "_meta": map[string]any{"goose": map[string]any{"activeRunId": nil}}})
+	c.activeRun(sid, "")
 	c.usageUpdates(ss)
+	if id == nil {
+		c.release(sid, run)
+		return
+	}
 	res := map[string]any{"stopReason": "end_turn"}
 	if last != nil {
 		// PromptResponse.usage is the last provider call only (§3.1).
@@ -1321,6 +1420,17 @@ func (c *serveConn) run(id json.RawMessage, run *serveRun, ss *serveSession, tex
 	c.respond(id, res)
 }
 
+// activeRun sends session_info_update with _meta.goose.activeRunId: the run
+// id when a run starts, null ("") when it ends (server.rs
+// send_active_run_update).
+func (c *serveConn) activeRun(sid, runID string) {
+	var v any
+	if runID != "" {
+		v = runID
+	}
+	c.sessionUpdate(sid, map[string]any{"sessionUpdate": "session_info_update", "_meta": map[string]any{"goose": map[string]any{"activeRunId": v}}})
+}
+
 // acpDeclinedResponse is the tool result goose records when the user refuses a
 // tool (upstream agent DECLINED_RESPONSE).
 const acpDeclinedResponse = "The user has declined to run this tool. DO NOT attempt to call this tool again. If there are no alternative methods to proceed, clearly explain the situation and STOP."
@@ -1328,20 +1438,28 @@ const acpDeclinedResponse = "The user has declined to run this tool. DO NOT atte
 // tool plays a tool call: tool_call, optional permission round trip, then
 // tool_call_update completed/failed (§2.6, §2.7). false when the run was
 // cancelled or the connection dropped while waiting.
-func (c *serveConn) tool(sid string, run *serveRun, t *ToolStep) bool {
+func (c *serveConn) tool(sid string, run *serveRun, t *ToolStep, resent bool) bool {
 	args := t.Arguments
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	ext, _, found := strings.Cut(t.Name, "__")
-	if !found {
-		ext = ""
+	// tool_call_identity_meta (acp/server.rs): toolName is the name the
+	// model called; extensionName is the owning extension from the tool's
+	// goose_extension meta, else the prefix before "__". Platform
+	// extensions with unprefixed_tools (developer, analyze, summon, skills)
+	// name their tools without a prefix: "shell", extension "developer".
+	ext := t.Extension
+	if prefix, _, ok := strings.Cut(t.Name, "__"); ext == "" && ok {
+		ext = prefix
 	}
 	// status pending and kind other are ACP defaults, omitted by goose (§2.6).
-	c.sessionUpdate(sid, map[string]any{
-		"sessionUpdate": "tool_call", "toolCallId": t.ID, "title": t.Name, "rawInput": args,
-		"_meta": map[string]any{"goose": map[string]any{"toolCall": map[string]any{"toolName": t.Name, "extensionName": ext}}},
-	})
+	// A resent approval has its tool_call in the replayed history already.
+	if !resent {
+		c.sessionUpdate(sid, map[string]any{
+			"sessionUpdate": "tool_call", "toolCallId": t.ID, "title": t.Name, "rawInput": args,
+			"_meta": map[string]any{"goose": map[string]any{"toolCall": map[string]any{"toolName": t.Name, "extensionName": ext}}},
+		})
+	}
 	result, failed := t.Result, t.IsError
 	if t.NeedsApproval {
 		// The script stands in for goose's per-tool decision in approve /
@@ -1376,6 +1494,25 @@ var acpPermissionOptions = []any{
 }
 
 func (c *serveConn) askPermission(sid string, run *serveRun, t *ToolStep, args json.RawMessage) (outcome, option string, ok bool) {
+	p := run.resent
+	run.resent = nil
+	if p == nil {
+		p = c.sendPermission(sid, t, args)
+	}
+	// No timeout: an unanswered request blocks the turn (§2.7).
+	select {
+	case ans := <-p.ch:
+		return ans.outcome, ans.option, true
+	case <-run.cancel:
+		return "", "", false
+	case <-c.done:
+		return "", "", false
+	}
+}
+
+// sendPermission sends session/request_permission and registers the wait
+// for its answer.
+func (c *serveConn) sendPermission(sid string, t *ToolStep, args json.RawMessage) *acpPendingPerm {
 	reqID := acpRandomUUID() // server→client ids are UUID strings (§2.7)
 	p := &acpPendingPerm{sessionID: sid, toolCallID: t.ID, requestID: reqID, ch: make(chan acpPermAnswer, 1)}
 	c.mu.Lock()
@@ -1386,15 +1523,7 @@ func (c *serveConn) askPermission(sid string, run *serveRun, t *ToolStep, args j
 		"toolCall":  map[string]any{"toolCallId": t.ID, "title": t.Name, "kind": "other", "status": "pending", "rawInput": args},
 		"options":   acpPermissionOptions,
 	}})
-	// No timeout: an unanswered request blocks the turn (§2.7).
-	select {
-	case ans := <-p.ch:
-		return ans.outcome, ans.option, true
-	case <-run.cancel:
-		return "", "", false
-	case <-c.done:
-		return "", "", false
-	}
+	return p
 }
 
 func acpTruncate(s string, n int) string {

@@ -84,7 +84,7 @@ func (c *rawClient) initialize(custom bool) {
 
 func (c *rawClient) newSession() string {
 	c.t.Helper()
-	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":` + jsonString(c.t.TempDir()) + `,"mcpServers":[]}}`)
 	_, res := c.recvUntilResponse(2)
 	return res["result"].(map[string]any)["sessionId"].(string)
 }
@@ -171,6 +171,11 @@ func TestServeWireErrors(t *testing.T) {
 	s.Close()
 }
 
+func jsonString(v string) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
 func jsonNum(f float64) string {
 	b, _ := json.Marshal(f)
 	return string(b)
@@ -191,7 +196,7 @@ func TestServePromptWire(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	script := Fixed(Reply{Steps: []Step{
 		{Text: "a"}, {Text: "b"},
-		{Tool: &ToolStep{ID: "toolu_1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "ok", NeedsApproval: true}},
+		{Tool: &ToolStep{ID: "toolu_1", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"ls"}`), Result: "ok", NeedsApproval: true}},
 		{Usage: &UsageStep{Input: 5, Output: 7}},
 	}})
 	for _, custom := range []bool{true, false} {

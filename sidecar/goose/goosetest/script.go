@@ -47,8 +47,14 @@ type Step struct {
 
 // ToolStep scripts a tool call.
 type ToolStep struct {
-	ID        string
-	Name      string
+	ID string
+	// Name is the tool name the model called. Tools of MCP extensions are
+	// prefixed ("github__create_issue"); goose's platform extensions with
+	// unprefixed tools are not ("shell" of developer).
+	Name string
+	// Extension is the owning extension when Name has no prefix
+	// ("developer" for "shell"); empty derives it from the prefix.
+	Extension string
 	Arguments json.RawMessage
 	Result    string
 	IsError   bool

@@ -132,11 +132,13 @@ func New(cfg Config) (*Client, error) {
 		// connections as replies end, and under a burst a POST could be
 		// given one being closed: "transport connection broken: http:
 		// putIdleConn: too many idle connections" (seen 31 times in 2,000
-		// streams with 128; golang/go#42650 is the pool's behaviour). Idle
-		// loopback connections are cheap and IdleConnTimeout (90 s) closes
-		// them after the burst.
+		// streams with 128; golang/go#42650 is the pool's behaviour). The
+		// pool is not capped; a short IdleConnTimeout closes what a burst
+		// left (each idle connection holds two goroutines), and a loopback
+		// dial is cheap.
 		tr.MaxIdleConns = 0 // no limit over all hosts: there is one
 		tr.MaxIdleConnsPerHost = 1 << 16
+		tr.IdleConnTimeout = 10 * time.Second
 		c.hc, c.ownHC = &http.Client{Transport: tr}, true
 	}
 	return c, nil
