@@ -14,6 +14,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,15 +203,21 @@ func (e *env) samples(t *testing.T) {
 	t.Logf("kubectl get gooseagents:\n%s", table)
 	lines := strings.Split(strings.TrimSpace(table), "\n")
 	header := strings.Fields(lines[0])
-	for _, col := range []string{"NAME", "READY", "MODEL", "SESSIONS", "TOKENS"} {
-		if !strings.Contains(strings.Join(header, " "), col) {
-			t.Errorf("kubectl get gooseagents has no %s column: %q", col, lines[0])
+	col := map[string]int{}
+	for _, c := range []string{"NAME", "READY", "MODEL", "SESSIONS", "TOKENS"} {
+		col[c] = slices.Index(header, c)
+		if col[c] < 0 {
+			t.Fatalf("kubectl get gooseagents has no %s column: %q", c, lines[0])
 		}
 	}
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
-		a := e.agent(t, samplesNS, f[0])
-		if len(f) < 5 || f[1] != "True" || f[2] != a.Spec.Provider.Model || f[3] != "0" || f[4] != "0" {
+		if len(f) != len(header) {
+			t.Errorf("row %q does not match the header %q", l, lines[0])
+			continue
+		}
+		a := e.agent(t, samplesNS, f[col["NAME"]])
+		if f[col["READY"]] != "True" || f[col["MODEL"]] != a.Spec.Provider.Model || f[col["SESSIONS"]] != "0" || f[col["TOKENS"]] != "0" {
 			t.Errorf("row %q: want Ready True, model %s, 0 sessions and 0 tokens", l, a.Spec.Provider.Model)
 		}
 	}
