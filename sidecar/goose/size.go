@@ -30,7 +30,8 @@ func jsonStringLen(s string) int {
 		b := s[i]
 		if b < utf8.RuneSelf {
 			switch {
-			case b == '"' || b == '\\' || b == '\n' || b == '\r' || b == '\t':
+			// encoding/json has short escapes for these (\b and \f since Go 1.22).
+			case b == '"' || b == '\\' || b == '\n' || b == '\r' || b == '\t' || b == '\b' || b == '\f':
 				n += 2
 			case b < 0x20 || b == '<' || b == '>' || b == '&':
 				n += 6

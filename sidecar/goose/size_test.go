@@ -8,7 +8,7 @@ import (
 )
 
 func FuzzJSONStringLen(f *testing.F) {
-	for _, s := range []string{"", "plain", "quote\" back\\ nl\n tab\t ctl\x01", "<a&b>", "\u2028\u2029", "bad \xff utf8", "日本語"} {
+	for _, s := range []string{"", "plain", "quote\" back\\ nl\n tab\t ctl\x01 bs\b ff\f", "<a&b>", "\u2028\u2029", "bad \xff utf8", "日本語"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
