@@ -33,13 +33,16 @@ var (
 
 // tracing returns the process's TracerProvider, recording into memory. It
 // is also the global one, as in adk2goose: adk-go binds its tracer to the
-// first global provider, so there is one for all tests.
+// first global provider, so there is one for all tests. The recorded spans
+// are cleared for each test (none runs in parallel): the tests send fixed
+// trace ids, which a repeated run (-count) would otherwise find twice.
 func tracing() (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
 	traceOnce.Do(func() {
 		traceExporter = tracetest.NewInMemoryExporter()
 		traceProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(traceExporter))
 		otel.SetTracerProvider(traceProvider)
 	})
+	traceExporter.Reset()
 	return traceProvider, traceExporter
 }
 
