@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -290,7 +291,7 @@ func TestPodSecurityCheckCanFail(t *testing.T) {
 func TestRolloutOnChange(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, "rollout")
-	startManager(t, harnessOpts{})
+	h := startManager(t, harnessOpts{})
 	c := loadCase(t, "approve")
 	createCase(t, c, ns)
 	name := c.Agent.Name
@@ -318,12 +319,16 @@ func TestRolloutOnChange(t *testing.T) {
 	}
 	h3 := waitHashChange(t, ns, name, h2, "an API-key Secret change")
 
-	// A Secret the agent does not read changes nothing.
+	// A Secret the agent does not read changes nothing, even in a
+	// reconcile that runs after it exists (references are read from the
+	// apiserver, so there is no cache to wait for).
 	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: ns}, StringData: map[string]string{"k": "v"}}
 	if err := env.Client.Create(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	if _, err := h.r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}); err != nil {
+		t.Fatal(err)
+	}
 	if h := podHash(t, ns, name); h != h3 {
 		t.Errorf("hash changed after an unrelated Secret was created")
 	}
@@ -361,23 +366,35 @@ func TestNoOpResyncZeroWrites(t *testing.T) {
 		}
 		return h.writes.Load() - before
 	}
-	// Converged once a full pass writes nothing (the cache may lag a moment).
+	// Converged once a full pass writes nothing and no reconcile (ours or
+	// the manager's) recorded an Event meanwhile: the cache may lag a moment.
+	var events int64
 	eventually(t, timeout, "convergence", func() error {
+		before := h.events.n.Load()
 		if w := resync(); w != 0 {
 			return fmt.Errorf("%d writes", w)
 		}
+		if events = h.events.n.Load(); events != before {
+			return fmt.Errorf("%d Events recorded meanwhile", events-before)
+		}
 		return nil
 	})
-	events := countEvents(t, ns)
 	if events == 0 {
 		t.Fatal("no Events recorded while the agents were created; the Event check below would be vacuous")
 	}
+	// They reach the API server (asynchronously).
+	eventually(t, timeout, "Events in the namespace", func() error {
+		if countEvents(t, ns) == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
 	for i := range 5 {
 		if w := resync(); w != 0 {
 			t.Fatalf("no-op resync %d made %d API writes, want 0", i, w)
 		}
 	}
-	if e := countEvents(t, ns); e != events {
+	if e := h.events.n.Load(); e != events {
 		t.Errorf("no-op resyncs recorded %d Events", e-events)
 	}
 	// The counter is live: a real change is a write.
@@ -394,7 +411,6 @@ func TestNoOpResyncZeroWrites(t *testing.T) {
 
 func countEvents(t testing.TB, ns string) int {
 	t.Helper()
-	time.Sleep(500 * time.Millisecond) // the recorder sends asynchronously
 	l := &corev1.EventList{}
 	if err := env.Client.List(context.Background(), l, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,11 +113,25 @@ func (w *writeCounter) wrap(c client.WithWatch) client.WithWatch {
 	})
 }
 
+// eventCounter counts the Events the reconciler asks to record. The
+// recorder sends them to the API server asynchronously; counting the calls
+// lets a test check what the reconciler did without waiting on that.
+type eventCounter struct {
+	events.EventRecorder
+	n atomic.Int64
+}
+
+func (c *eventCounter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	c.n.Add(1)
+	c.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
 // harness is one running manager with the GooseAgent controller.
 type harness struct {
 	r      *controllers.GooseAgentReconciler
 	cache  cache.Cache
 	writes *writeCounter
+	events *eventCounter
 	stop   func()
 }
 
@@ -152,11 +167,12 @@ func startManager(t testing.TB, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ev := &eventCounter{EventRecorder: mgr.GetEventRecorder("goose-operator")}
 	r := &controllers.GooseAgentReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		References:              refs,
-		Recorder:                mgr.GetEventRecorder("goose-operator"),
+		Recorder:                ev,
 		Defaults:                fixtures.Defaults,
 		GenerateToken:           o.generate,
 		MaxConcurrentReconciles: max(o.concurrency, 2),
@@ -183,7 +199,7 @@ func startManager(t testing.TB, o harnessOpts) *harness {
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		t.Fatal("cache did not sync")
 	}
-	return &harness{r: r, cache: mgr.GetCache(), writes: w, stop: stop}
+	return &harness{r: r, cache: mgr.GetCache(), writes: w, events: ev, stop: stop}
 }
 
 // newNamespace creates a namespace for one test.

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -133,6 +135,49 @@ type GooseAgentSpec struct {
 	// admits ingress only to the sidecar port.
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
+
+	// Budget limits the LLM tokens the whole agent (all replicas together,
+	// across restarts) may use per day, week or month. When it is spent, new
+	// turns are refused (ADK REST 429 with Retry-After, A2A a failed task)
+	// until the period ends or the budget is raised; turns already running
+	// finish. Changing its values takes effect without restarting the pods.
+	// +optional
+	Budget *BudgetSpec `json:"budget,omitempty"`
+}
+
+// BudgetPeriod is the calendar period a token budget applies to, in UTC.
+// +kubebuilder:validation:Enum=Day;Week;Month
+type BudgetPeriod string
+
+const (
+	// BudgetPeriodDay starts at 00:00 UTC.
+	BudgetPeriodDay BudgetPeriod = "Day"
+	// BudgetPeriodWeek starts on Monday 00:00 UTC (ISO 8601 weeks).
+	BudgetPeriodWeek BudgetPeriod = "Week"
+	// BudgetPeriodMonth starts on the 1st, 00:00 UTC.
+	BudgetPeriodMonth BudgetPeriod = "Month"
+)
+
+// BudgetSpec is a token limit per period for the whole agent.
+// +kubebuilder:validation:XValidation:rule="!has(self.inputTokens) || self.inputTokens <= self.totalTokens",message="spec.budget.inputTokens must not exceed spec.budget.totalTokens",fieldPath=".inputTokens"
+// +kubebuilder:validation:XValidation:rule="!has(self.outputTokens) || self.outputTokens <= self.totalTokens",message="spec.budget.outputTokens must not exceed spec.budget.totalTokens",fieldPath=".outputTokens"
+type BudgetSpec struct {
+	// Period is Day, Week or Month, calendar periods in UTC.
+	// +required
+	Period BudgetPeriod `json:"period"`
+	// TotalTokens is the limit on input plus output tokens per period, as
+	// goose counts them.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	TotalTokens int64 `json:"totalTokens"`
+	// InputTokens additionally limits prompt tokens per period.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	InputTokens *int64 `json:"inputTokens,omitempty"`
+	// OutputTokens additionally limits completion tokens per period.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	OutputTokens *int64 `json:"outputTokens,omitempty"`
 }
 
 // ServerSpec selects the goose server.
@@ -357,8 +402,26 @@ type StorageSpec struct {
 	StorageClassName *string `json:"storageClassName,omitempty"`
 }
 
+// WorkspaceScope says which sessions share a working directory.
+// +kubebuilder:validation:Enum=agent;user;session
+type WorkspaceScope string
+
+const (
+	// WorkspaceScopeAgent: every session works in the workspace root.
+	WorkspaceScopeAgent WorkspaceScope = "agent"
+	// WorkspaceScopeUser: the sessions of one ADK user id share a directory.
+	WorkspaceScopeUser WorkspaceScope = "user"
+	// WorkspaceScopeSession: every ADK session has a directory of its own.
+	WorkspaceScopeSession WorkspaceScope = "session"
+)
+
+// DefaultWorkspaceRetention is spec.workspace.retention's default (its
+// +kubebuilder:default marker says the same; validation_test checks both).
+const DefaultWorkspaceRetention = 30 * 24 * time.Hour
+
 // WorkspaceSpec is goose's working directory volume.
 // +kubebuilder:validation:XValidation:rule="!(has(self.emptyDir) && has(self.persistentVolumeClaim))",message="spec.workspace.emptyDir and spec.workspace.persistentVolumeClaim are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="!(has(self.seed) && has(self.scope) && self.scope == 'agent')",message="spec.workspace.seed needs scope user or session: it fills the directories the sidecar creates",fieldPath=".seed"
 type WorkspaceSpec struct {
 	// MountPath is where the workspace is mounted in the goose container and
 	// the working directory of new sessions.
@@ -377,6 +440,39 @@ type WorkspaceSpec struct {
 	// volume shared by all replicas.
 	// +optional
 	PersistentVolumeClaim *corev1.PersistentVolumeClaimVolumeSource `json:"persistentVolumeClaim,omitempty"`
+
+	// Scope decides which sessions share a working directory: session (the
+	// default) gives every ADK session a new directory of its own under
+	// <mountPath>/sessions; user gives each ADK user id one under
+	// <mountPath>/users; agent has every session work in mountPath itself.
+	// This separates work, not tenants: goose runs all sessions as one user
+	// in one process. A change applies to new sessions.
+	// +kubebuilder:default=session
+	// +optional
+	Scope WorkspaceScope `json:"scope,omitempty"`
+
+	// Retention removes user and session directories nobody has used for
+	// this long; a session's directory goes at once when the session is
+	// deleted. "0s" keeps them.
+	// +kubebuilder:default="720h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('1h')",message="spec.workspace.retention must be 0s (keep) or at least 1h"
+	// +optional
+	Retention *metav1.Duration `json:"retention,omitempty"`
+
+	// Seed fills every new user or session directory with files.
+	// +optional
+	Seed *WorkspaceSeed `json:"seed,omitempty"`
+}
+
+// WorkspaceSeed is where the files of a new workspace directory come from.
+type WorkspaceSeed struct {
+	// ConfigMapName names a ConfigMap in the GooseAgent's namespace; each
+	// key becomes a file of that name (binaryData too). Later changes reach
+	// directories created after them.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ConfigMapName string `json:"configMapName"`
 }
 
 // SidecarSpec configures the injected adk2goose sidecar.
@@ -485,7 +581,8 @@ type GooseAgentStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Progressing, Degraded and StatsAvailable.
+	// Conditions: Ready, Progressing, Degraded, StatsAvailable and, with a
+	// budget, BudgetExhausted.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -514,6 +611,23 @@ type GooseAgentStatus struct {
 	// StatsUpdatedAt is when sessions and tokens were last collected.
 	// +optional
 	StatsUpdatedAt *metav1.Time `json:"statsUpdatedAt,omitempty"`
+
+	// Budget is the use of spec.budget in the current period, across all
+	// replicas. Absent without a budget.
+	// +optional
+	Budget *BudgetStatus `json:"budget,omitempty"`
+}
+
+// BudgetStatus is a token budget's use in its current period.
+type BudgetStatus struct {
+	// Period the figures are for.
+	Period BudgetPeriod `json:"period"`
+	// PeriodStart is when the current period began.
+	PeriodStart metav1.Time `json:"periodStart"`
+	// ResetsAt is when the current period ends and the budget is whole again.
+	ResetsAt metav1.Time `json:"resetsAt"`
+	// Used counts the tokens all replicas used in the period.
+	Used TokenStats `json:"used"`
 }
 
 // Endpoints are the in-cluster URLs of an agent.
@@ -554,6 +668,9 @@ const (
 	ConditionDegraded = "Degraded"
 	// ConditionStatsAvailable: sessions and tokens are fresh.
 	ConditionStatsAvailable = "StatsAvailable"
+	// ConditionBudgetExhausted: spec.budget is spent for the current period
+	// and new turns are refused. Present only with a budget.
+	ConditionBudgetExhausted = "BudgetExhausted"
 )
 
 // Condition reasons. They are fixed so that tools can match on them.
@@ -571,6 +688,8 @@ const (
 	ReasonStatsCollected    = "StatsCollected"
 	ReasonStatsStale        = "StatsStale"
 	ReasonStatsNotCollected = "NotCollectedYet"
+	ReasonBudgetSpent       = "BudgetSpent"
+	ReasonWithinBudget      = "WithinBudget"
 )
 
 // GooseAgent runs a goose server with the adk2goose sidecar, which serves it
@@ -586,6 +705,9 @@ const (
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.spec.server.flavor`,priority=1
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.sessions.active`,priority=1
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoints.rest`,priority=1
+// +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.budget.used.total`,priority=1,description="Tokens used in the current budget period, all replicas"
+// +kubebuilder:printcolumn:name="Budget",type=integer,JSONPath=`.spec.budget.totalTokens`,priority=1,description="Token budget per period"
+// +kubebuilder:printcolumn:name="Period",type=string,JSONPath=`.spec.budget.period`,priority=1
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 47 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 47 characters starting with a letter: it names the agent's StatefulSet, Services and volume claims",fieldPath=".metadata"
 type GooseAgent struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -92,6 +93,8 @@ func TestDefaults(t *testing.T) {
 		{"spec.storage.size", s.Storage.Size.String(), "1Gi"},
 		{"spec.sidecar.port", s.Sidecar.Port, int32(8080)},
 		{"spec.workspace.mountPath", s.Workspace.MountPath, "/workspace"},
+		{"spec.workspace.scope (a shared agent keeps sessions apart)", s.Workspace.Scope, agentsv1alpha1.WorkspaceScopeSession},
+		{"spec.workspace.retention", s.Workspace.Retention != nil && s.Workspace.Retention.Duration == agentsv1alpha1.DefaultWorkspaceRetention, true},
 		{"spec.replicas (left unset for an HPA)", s.Replicas == nil, true},
 	}
 	for _, c := range checks {
@@ -177,12 +180,36 @@ func TestInvalidAgentsAreRejected(t *testing.T) {
 			[]string{"spec.workspace.mountPath"}},
 		{"workspace relative path", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Workspace.MountPath = "work" },
 			[]string{"spec.workspace.mountPath"}},
+		{"unknown workspace scope", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Workspace.Scope = "tenant" },
+			[]string{"spec.workspace.scope", "Unsupported value"}},
+		{"workspace retention too short", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Workspace.Retention = &metav1.Duration{Duration: time.Minute}
+		}, []string{"spec.workspace.retention", "0s (keep) or at least 1h"}},
+		{"workspace seed with agent scope", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Workspace.Scope = agentsv1alpha1.WorkspaceScopeAgent
+			g.Spec.Workspace.Seed = &agentsv1alpha1.WorkspaceSeed{ConfigMapName: "starter"}
+		}, []string{"spec.workspace.seed", "needs scope user or session"}},
+		{"workspace seed bad name", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Workspace.Seed = &agentsv1alpha1.WorkspaceSeed{ConfigMapName: "../etc"}
+		}, []string{"spec.workspace.seed.configMapName"}},
 		{"secret ref without key", func(g *agentsv1alpha1.GooseAgent) {
 			g.Spec.Provider.APIKeySecretRef = &agentsv1alpha1.SecretKeyRef{Name: "openai"}
 		}, []string{"spec.provider.apiKeySecretRef.key"}},
 		{"env var bad name", func(g *agentsv1alpha1.GooseAgent) {
 			g.Spec.Provider.Env = []agentsv1alpha1.SecretEnvVar{{Name: "1BAD", SecretKeyRef: agentsv1alpha1.SecretKeyRef{Name: "s", Key: "k"}}}
 		}, []string{"spec.provider.env[0].name"}},
+		{"budget with an unknown period", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Budget = &agentsv1alpha1.BudgetSpec{Period: "Year", TotalTokens: 1000}
+		}, []string{"spec.budget.period", "Unsupported value"}},
+		{"budget of no tokens", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Budget = &agentsv1alpha1.BudgetSpec{Period: agentsv1alpha1.BudgetPeriodDay}
+		}, []string{"spec.budget.totalTokens"}},
+		{"budget input limit over the total", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Budget = &agentsv1alpha1.BudgetSpec{Period: agentsv1alpha1.BudgetPeriodDay, TotalTokens: 10, InputTokens: ptr.To[int64](11)}
+		}, []string{"spec.budget.inputTokens", "must not exceed spec.budget.totalTokens"}},
+		{"budget output limit of zero", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Budget = &agentsv1alpha1.BudgetSpec{Period: agentsv1alpha1.BudgetPeriodWeek, TotalTokens: 10, OutputTokens: ptr.To[int64](0)}
+		}, []string{"spec.budget.outputTokens"}},
 		{"name too long", func(g *agentsv1alpha1.GooseAgent) { g.Name = strings.Repeat("a", 48) },
 			[]string{"metadata.name", "at most 47 characters"}},
 		{"name starting with a digit", func(g *agentsv1alpha1.GooseAgent) { g.Name = "1agent" },
@@ -255,6 +282,7 @@ func TestKubectlPrinterColumns(t *testing.T) {
 	env := testenv.Shared(t)
 	ctx := context.Background()
 	ga := validAgent(ns, "printed")
+	ga.Spec.Budget = &agentsv1alpha1.BudgetSpec{Period: agentsv1alpha1.BudgetPeriodMonth, TotalTokens: 5000}
 	if err := env.Client.Create(ctx, ga); err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +292,9 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		Endpoints: agentsv1alpha1.Endpoints{REST: "http://printed." + ns + ".svc:8080"},
 		Sessions:  agentsv1alpha1.SessionStats{Total: 7, Active: 2},
 		Tokens:    agentsv1alpha1.TokenStats{Input: 1000, Output: 234, Total: 1234},
+		Budget: &agentsv1alpha1.BudgetStatus{Period: agentsv1alpha1.BudgetPeriodMonth,
+			PeriodStart: metav1.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), ResetsAt: metav1.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+			Used: agentsv1alpha1.TokenStats{Input: 300, Output: 100, Total: 400}},
 	}
 	if err := env.Client.Status().Update(ctx, ga); err != nil {
 		t.Fatal(err)
@@ -281,8 +312,9 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		[]string{"NAME", "READY", "MODEL", "SESSIONS", "TOKENS", "AGE"},
 		map[string]string{"NAME": "printed", "READY": "True", "MODEL": "qwen3:8b", "SESSIONS": "7", "TOKENS": "1234"})
 	assertTable(t, run("get", "ga", "-o", "wide"),
-		[]string{"NAME", "READY", "MODEL", "SESSIONS", "TOKENS", "AGE", "SERVER", "ACTIVE", "ENDPOINT"},
-		map[string]string{"SERVER": "serve", "ACTIVE": "2", "ENDPOINT": "http://printed." + ns + ".svc:8080"})
+		[]string{"NAME", "READY", "MODEL", "SESSIONS", "TOKENS", "AGE", "SERVER", "ACTIVE", "ENDPOINT", "USED", "BUDGET", "PERIOD"},
+		map[string]string{"SERVER": "serve", "ACTIVE": "2", "ENDPOINT": "http://printed." + ns + ".svc:8080",
+			"USED": "400", "BUDGET": "5000", "PERIOD": "Month"})
 	// The category lists it too.
 	if out := run("get", "goose"); !strings.Contains(out, "printed") {
 		t.Errorf("kubectl get goose (category) does not list the agent:\n%s", out)

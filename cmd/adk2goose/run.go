@@ -16,11 +16,13 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/adk2goose/goose-operator/internal/secretfile"
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
 	"github.com/adk2goose/goose-operator/sidecar/server"
+	"github.com/adk2goose/goose-operator/sidecar/workspace"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -32,11 +34,15 @@ type options struct {
 	gooseMode, authTokenFile, corsOrigins                string
 	logLevel, logFormat                                  string
 	peersHost, podIP                                     string
+	budgetFile, podName                                  string
+	budgetSyncInterval                                   time.Duration
 	insecureNoAuth                                       bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
 	confirmationTimeout, gooseIdleTimeout                time.Duration
 	bodyReadTimeout, turnWait                            time.Duration
 	maxMessageBody, maxOtherBody                         int64
+	workspaceScope, workspaceSeedDir                     string
+	workspaceRetention                                   time.Duration
 
 	gooseSecretEnv string // GOOSE_SERVER__SECRET_KEY, env only: never a flag (it would show in ps)
 }
@@ -101,7 +107,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.gooseURL, "goose-url", "GOOSE_URL", "http://127.0.0.1:3284", "goose server base URL (loopback)")
 	str(&o.gooseFlavor, "goose-flavor", "GOOSE_FLAVOR", string(goose.FlavorServe), "goose protocol: serve (ACP) or goosed (REST)")
 	str(&o.gooseSecretFile, "goose-secret-file", "GOOSE_SECRET_FILE", "", "file holding goose's X-Secret-Key (else env GOOSE_SERVER__SECRET_KEY)")
-	str(&o.gooseWorkDir, "goose-working-dir", "GOOSE_WORKING_DIR", "/tmp", "working directory of new goose sessions, as seen by goose")
+	str(&o.gooseWorkDir, "goose-working-dir", "GOOSE_WORKING_DIR", "/tmp", "the workspace: goose sessions work in it or in a directory below it (see -workspace-scope); the same path in the sidecar and goose")
+	str(&o.workspaceScope, "workspace-scope", "ADK2GOOSE_WORKSPACE_SCOPE", string(workspace.ScopeSession), "which sessions share a working directory: session (each its own, under <workspace>/sessions), user (one per ADK user id, under <workspace>/users) or agent (all in the workspace itself)")
+	dur(&o.workspaceRetention, "workspace-retention", "ADK2GOOSE_WORKSPACE_RETENTION", 0, "remove user and session directories unused for this long (0: keep until the session is deleted)")
+	str(&o.workspaceSeedDir, "workspace-seed-dir", "ADK2GOOSE_WORKSPACE_SEED_DIR", "", "directory whose files are copied into every new user or session directory (a mounted ConfigMap)")
 	str(&o.gooseMode, "goose-mode", "GOOSE_MODE", "auto", "tool approval mode of new goose sessions: auto, approve, smart_approve or chat; in approve modes goose's permission requests reach ADK clients as adk_request_confirmation calls")
 	str(&o.authTokenFile, "auth-token-file", "ADK2GOOSE_AUTH_TOKEN_FILE", "", "file holding the inbound token clients must present")
 	boolean(&o.insecureNoAuth, "insecure-no-auth", "ADK2GOOSE_INSECURE_NO_AUTH", "serve without inbound auth (development only)")
@@ -109,7 +118,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.activeWindow, "active-window", "ADK2GOOSE_ACTIVE_WINDOW", 10*time.Minute, "a session used within this window counts as active in /stats")
 	dur(&o.sseWriteTimeout, "sse-write-timeout", "ADK2GOOSE_SSE_WRITE_TIMEOUT", 10*time.Minute, "longest /run_sse response")
 	dur(&o.confirmationTimeout, "confirmation-timeout", "ADK2GOOSE_CONFIRMATION_TIMEOUT", 10*time.Minute, "how long a goose tool approval waits for the ADK client's answer before it is denied")
-	dur(&o.gooseIdleTimeout, "goose-idle-timeout", "GOOSE_IDLE_TIMEOUT", 10*time.Minute, "goose serve: close a session's own goose connection after it ran no reply for this long (goose then stops the session's extensions; the next turn reconnects)")
+	dur(&o.gooseIdleTimeout, "goose-idle-timeout", "ADK2GOOSE_GOOSE_IDLE_TIMEOUT", 10*time.Minute, "goose serve: close a session's own goose connection after it ran no reply for this long (goose then stops the session's extensions; the next turn reconnects)")
 	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, how long open streams may finish before they are ended")
 	size(&o.maxMessageBody, "max-message-body", "ADK2GOOSE_MAX_MESSAGE_BODY", server.DefaultMaxMessageBytes, "largest body of /run, /run_sse and A2A requests (a user message); larger ones get 413")
 	size(&o.maxOtherBody, "max-other-body", "ADK2GOOSE_MAX_OTHER_BODY", server.DefaultMaxOtherBytes, "largest body of every other route (session create, PATCH); larger ones get 413")
@@ -117,6 +126,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.turnWait, "turn-wait", "ADK2GOOSE_TURN_WAIT", server.DefaultTurnWait, "how long a request waits for a session busy with another turn before it gets 409")
 	str(&o.peersHost, "peers-host", "ADK2GOOSE_PEERS_HOST", "", "DNS name whose addresses are this agent's sidecars (its headless Service); requests for a session another pod owns are forwarded there. Empty: one replica, no forwarding")
 	str(&o.podIP, "pod-ip", "POD_IP", "", "this pod's IP, so peer lookups skip it")
+	str(&o.podName, "pod-name", "POD_NAME", "", "this replica's name in the token ledger (default the hostname, a StatefulSet pod's stable name)")
+	str(&o.budgetFile, "budget-file", "ADK2GOOSE_BUDGET_FILE", "", "JSON file holding the agent's token budget (spec.budget), re-read while running; empty: no budget")
+	dur(&o.budgetSyncInterval, "budget-sync-interval", "ADK2GOOSE_BUDGET_SYNC_INTERVAL", 5*time.Second, "how often the budget file is re-read and the peers' token usage fetched; bounds how stale one pod's view of the others is")
 	str(&o.logLevel, "log-level", "ADK2GOOSE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "ADK2GOOSE_LOG_FORMAT", "json", "json or text")
 	if err := fs.Parse(args); err != nil {
@@ -147,8 +159,17 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	if o.bodyReadTimeout <= 0 {
 		return nil, fmt.Errorf("body read timeout must be positive, got %s", o.bodyReadTimeout)
 	}
+	if o.budgetSyncInterval <= 0 {
+		return nil, fmt.Errorf("budget sync interval must be positive, got %s", o.budgetSyncInterval)
+	}
 	if o.confirmationTimeout <= 0 {
 		return nil, fmt.Errorf("confirmation timeout must be positive, got %s", o.confirmationTimeout)
+	}
+	if _, err := workspace.ParseScope(o.workspaceScope); err != nil {
+		return nil, err
+	}
+	if o.workspaceRetention < 0 {
+		return nil, fmt.Errorf("workspace retention must not be negative, got %s", o.workspaceRetention)
 	}
 	if o.gooseFlavor != string(goose.FlavorServe) && o.gooseFlavor != string(goose.FlavorGoosed) {
 		return nil, fmt.Errorf("unknown goose flavor %q: want serve or goosed", o.gooseFlavor)
@@ -214,6 +235,15 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	}
 	defer func() { _ = backend.Close() }() // sessions persist in goose; a failed close loses nothing
 
+	workspaces, err := workspace.New(workspace.Config{
+		Root: o.gooseWorkDir, Scope: workspace.Scope(o.workspaceScope),
+		Retention: o.workspaceRetention, SeedDir: o.workspaceSeedDir, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = workspaces.Close() }() // directories stay; closing only releases the handle
+
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("failed to listen: %w", err)
@@ -254,6 +284,9 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		TurnWait:            o.turnWait,
 		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir, Mode: o.gooseMode},
 		Peers:               peers,
+		Workspaces:          workspaces,
+		PodName:             o.podName,
+		Budget:              budget.Config{File: o.budgetFile, SyncInterval: o.budgetSyncInterval},
 		Logger:              log,
 	})
 	if err != nil {
@@ -267,7 +300,9 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	}()
 	log.Info("starting adk2goose", "version", version, "goose_url", o.gooseURL, "goose_flavor", o.gooseFlavor,
 		"data_dir", o.dataDir, "public_base_url", o.publicBaseURL, "app", o.appName,
-		"goose_secret_set", secret != "", "cors_origins", origins, "peers_host", o.peersHost)
+		"goose_secret_set", secret != "", "cors_origins", origins, "peers_host", o.peersHost,
+		"workspace", o.gooseWorkDir, "workspace_scope", o.workspaceScope, "workspace_retention", o.workspaceRetention.String(),
+		"budget_file", o.budgetFile)
 	if onListen != nil {
 		onListen(ln.Addr())
 	}

@@ -45,6 +45,7 @@ func TestRunServesAndDrains(t *testing.T) {
 			env := envMap(map[string]string{
 				"GOOSE_URL": url, "GOOSE_FLAVOR": flavor, "GOOSE_SECRET_FILE": secretFile,
 				"ADK2GOOSE_DATA_DIR": filepath.Join(dir, "data"), "ADK2GOOSE_DRAIN_TIMEOUT": "2s",
+				"GOOSE_WORKING_DIR": filepath.Join(dir, "workspace"), "ADK2GOOSE_WORKSPACE_RETENTION": "24h",
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -79,6 +80,9 @@ func TestRunServesAndDrains(t *testing.T) {
 			}
 			if code, _ := get("/readyz", false); code != 200 {
 				t.Fatalf("readyz %d", code)
+			}
+			if fi, err := os.Stat(filepath.Join(dir, "workspace")); err != nil || !fi.IsDir() {
+				t.Fatalf("workspace root not created: %v", err)
 			}
 			if code, body := get("/list-apps", true); code != 200 || !strings.Contains(body, "my_goose") {
 				t.Fatalf("list-apps %d %s", code, body)
@@ -119,7 +123,8 @@ func TestParse(t *testing.T) {
 	o, err = parse([]string{"-goose-mode", "smart_approve"}, envMap(map[string]string{
 		"ADK2GOOSE_INSECURE_NO_AUTH": "1", "ADK2GOOSE_CONFIRMATION_TIMEOUT": "90s", "GOOSE_MODE": "approve",
 	}), io.Discard)
-	if err != nil || o.gooseMode != "smart_approve" || o.confirmationTimeout != 90*time.Second {
+	if err != nil || o.gooseMode != "smart_approve" || o.confirmationTimeout != 90*time.Second ||
+		o.workspaceScope != "session" || o.workspaceRetention != 0 || o.workspaceSeedDir != "" {
 		t.Fatalf("%v %+v", err, o)
 	}
 	o, err = parse([]string{"-insecure-no-auth"}, envMap(map[string]string{
@@ -145,21 +150,30 @@ func TestParse(t *testing.T) {
 	if err != nil || o.maxMessageBody != 2<<20 || o.maxOtherBody != 64<<10 || o.bodyReadTimeout != 5*time.Second {
 		t.Fatalf("limits from env and flags: %v %+v", err, o)
 	}
+	o, err = parse([]string{"-insecure-no-auth", "-budget-file", "/etc/adk2goose/budget/budget.json"}, envMap(map[string]string{
+		"POD_NAME": "agent-1", "ADK2GOOSE_BUDGET_SYNC_INTERVAL": "2s",
+	}), io.Discard)
+	if err != nil || o.budgetFile != "/etc/adk2goose/budget/budget.json" || o.podName != "agent-1" || o.budgetSyncInterval != 2*time.Second {
+		t.Fatalf("%v %+v", err, o)
+	}
 	for name, c := range map[string]struct {
 		args []string
 		env  map[string]string
 	}{
-		"bad size flag":   {[]string{"-insecure-no-auth", "-max-message-body", "lots"}, nil},
-		"zero size":       {[]string{"-insecure-no-auth", "-max-other-body", "0"}, nil},
-		"bad size env":    {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_MAX_OTHER_BODY": "-1"}},
-		"no read timeout": {[]string{"-insecure-no-auth", "-body-read-timeout", "0s"}, nil},
-		"no auth":         {nil, nil},
-		"bad flavor":      {[]string{"-insecure-no-auth", "-goose-flavor", "x"}, nil},
-		"bad env dur":     {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DRAIN_TIMEOUT": "soon"}},
-		"bad flag":        {[]string{"-nope"}, nil},
-		"extra arg":       {[]string{"-insecure-no-auth", "x"}, nil},
-		"bad mode":        {[]string{"-insecure-no-auth", "-goose-mode", "yolo"}, nil},
-		"no timeout":      {[]string{"-insecure-no-auth", "-confirmation-timeout", "0s"}, nil},
+		"bad size flag":      {[]string{"-insecure-no-auth", "-max-message-body", "lots"}, nil},
+		"zero size":          {[]string{"-insecure-no-auth", "-max-other-body", "0"}, nil},
+		"bad size env":       {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_MAX_OTHER_BODY": "-1"}},
+		"no read timeout":    {[]string{"-insecure-no-auth", "-body-read-timeout", "0s"}, nil},
+		"no auth":            {nil, nil},
+		"bad flavor":         {[]string{"-insecure-no-auth", "-goose-flavor", "x"}, nil},
+		"bad env dur":        {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DRAIN_TIMEOUT": "soon"}},
+		"bad flag":           {[]string{"-nope"}, nil},
+		"extra arg":          {[]string{"-insecure-no-auth", "x"}, nil},
+		"bad mode":           {[]string{"-insecure-no-auth", "-goose-mode", "yolo"}, nil},
+		"no timeout":         {[]string{"-insecure-no-auth", "-confirmation-timeout", "0s"}, nil},
+		"bad scope":          {[]string{"-insecure-no-auth", "-workspace-scope", "tenant"}, nil},
+		"negative retention": {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_WORKSPACE_RETENTION": "-1h"}},
+		"no budget sync":     {[]string{"-insecure-no-auth", "-budget-sync-interval", "0s"}, nil},
 	} {
 		if _, err := parse(c.args, envMap(c.env), io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -328,6 +328,13 @@ func TestUIAgainstAPIServer(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "viewer"},
 		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "alice", APIGroup: "rbac.authorization.k8s.io"}},
 	}))
+	// The Role is in force once the authorizer has it; under load that is
+	// after the create returned.
+	env.WaitForAccess(t, "alice", ns,
+		testenv.Access{Group: agentsv1alpha1.GroupVersion.Group, Resource: "gooseagents", Verb: "get", Allowed: true},
+		testenv.Access{Resource: "services", Verb: "get", Allowed: true},
+		testenv.Access{Resource: "pods", Verb: "list", Allowed: true},
+		testenv.Access{Resource: "secrets", Verb: "get", Allowed: false})
 	alice := impersonatingKubeconfig(t, env.Kubeconfig, "alice")
 	asAlice := []string{"-n", ns, "--kubeconfig", alice}
 	t.Run("secret forbidden", func(t *testing.T) {

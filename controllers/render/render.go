@@ -56,8 +56,11 @@ const (
 	GooseConfigDir  = "/etc/goose" // goose reads /etc/goose/config.yaml as its system config layer
 	SecretConfigDir = "/etc/goose-operator/secret-config"
 	InstructionsDir = "/etc/goose-operator/instructions"
+	BudgetDir       = "/etc/adk2goose/budget"
 	GooseSecretDir  = "/var/run/adk2goose/goose"
 	AuthTokenDir    = "/var/run/adk2goose/auth"
+	// WorkspaceSeedDir is where the sidecar sees spec.workspace.seed's ConfigMap.
+	WorkspaceSeedDir = "/etc/adk2goose/workspace-seed"
 
 	// Keys of the generated Secret <agent>-adk2goose.
 	KeyGooseSecret  = "goose-secret-key"
@@ -66,6 +69,10 @@ const (
 	// Keys of the rendered ConfigMap <agent>-goose-config.
 	KeyConfig       = "config.yaml"
 	KeyInstructions = "goosehints"
+	// KeyBudget is spec.budget as JSON, read by the sidecar. It is not in the
+	// config hash: a mounted ConfigMap key is updated in place, and the
+	// sidecar re-reads it, so changing the budget restarts nothing.
+	KeyBudget = "budget.json"
 
 	// PodUID is the goose image's user (uid 1000); the pod runs as it so that
 	// runAsNonRoot can be verified for images with a named USER.
@@ -207,6 +214,25 @@ func workspacePath(a *agentsv1alpha1.GooseAgent) string {
 	return "/workspace"
 }
 
+// workspaceArgs tell the sidecar how to lay out the workspace (package
+// sidecar/workspace), with the API's defaults for unset fields.
+func workspaceArgs(a *agentsv1alpha1.GooseAgent) []string {
+	w := &a.Spec.Workspace
+	scope := w.Scope
+	if scope == "" {
+		scope = agentsv1alpha1.WorkspaceScopeSession
+	}
+	retention := agentsv1alpha1.DefaultWorkspaceRetention
+	if w.Retention != nil {
+		retention = w.Retention.Duration
+	}
+	args := []string{"--workspace-scope=" + string(scope), "--workspace-retention=" + retention.String()}
+	if w.Seed != nil {
+		args = append(args, "--workspace-seed-dir="+WorkspaceSeedDir)
+	}
+	return args
+}
+
 // providerKeyEnv maps a provider id to the variable goose reads its API key
 // from; unknown providers follow goose's <PROVIDER>_API_KEY convention.
 func providerKeyEnv(provider string) string {
@@ -263,7 +289,10 @@ func Build(in Inputs) (*Desired, error) {
 
 	d := &Desired{}
 	d.Secret = buildSecret(a, in.Generated, secretCfg)
-	d.ConfigMap = buildConfigMap(a, cfg)
+	d.ConfigMap, err = buildConfigMap(a, cfg)
+	if err != nil {
+		return nil, err
+	}
 	d.ConfigHash = configHash(a, cfg, secretCfg, in)
 	d.Service = buildService(a, false)
 	d.HeadlessService = buildService(a, true)
@@ -332,15 +361,23 @@ func buildSecret(a *agentsv1alpha1.GooseAgent, g Generated, secretCfg string) *c
 		WithData(data)
 }
 
-func buildConfigMap(a *agentsv1alpha1.GooseAgent, cfg string) *corev1ac.ConfigMapApplyConfiguration {
+func buildConfigMap(a *agentsv1alpha1.GooseAgent, cfg string) (*corev1ac.ConfigMapApplyConfiguration, error) {
 	data := map[string]string{KeyConfig: cfg}
 	if a.Spec.Instructions != "" {
 		data[KeyInstructions] = a.Spec.Instructions
 	}
+	if b := a.Spec.Budget; b != nil {
+		// The API type's JSON is the sidecar's budget file format (budget.Limits).
+		j, err := json.Marshal(b)
+		if err != nil {
+			return nil, fmt.Errorf("failed to render budget: %w", err)
+		}
+		data[KeyBudget] = string(j)
+	}
 	return corev1ac.ConfigMap(ConfigMapName(a), a.Namespace).
 		WithLabels(Labels(a)).
 		WithOwnerReferences(ownerRef(a)).
-		WithData(data)
+		WithData(data), nil
 }
 
 // renderConfig is goose's config.yaml: provider, model, mode and extensions.
@@ -700,11 +737,28 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		// their DNS search path, so no cluster domain.
 		"--peers-host=" + HeadlessServiceName(a) + "." + a.Namespace + ".svc",
 	}
+	// The sidecar creates each session's directory before goose is asked to
+	// work in it, so it mounts the workspace at the same path as goose.
+	sidecarArgs = append(sidecarArgs, workspaceArgs(a)...)
 	if spec.Description != "" {
 		sidecarArgs = append(sidecarArgs, "--description="+spec.Description)
 	}
 	if len(spec.Sidecar.CORSAllowedOrigins) > 0 {
 		sidecarArgs = append(sidecarArgs, "--cors-origins="+strings.Join(spec.Sidecar.CORSAllowedOrigins, ","))
+	}
+	sidecarMounts := []*corev1ac.VolumeMountApplyConfiguration{
+		mount(DataVolume, DataMountPath, false),
+		mount("tmp", "/tmp", false),
+		mount("goose-secret", GooseSecretDir, true),
+		mount("auth-token", AuthTokenDir, true),
+		mount("workspace", ws, false),
+	}
+	if spec.Budget != nil {
+		// A directory mount, not subPath: only those see ConfigMap updates.
+		volumes = append(volumes, corev1ac.Volume().WithName("budget").WithConfigMap(corev1ac.ConfigMapVolumeSource().
+			WithName(ConfigMapName(a)).WithItems(keyToPath(KeyBudget, KeyBudget)).WithDefaultMode(modeConfig)))
+		sidecarMounts = append(sidecarMounts, mount("budget", BudgetDir, true))
+		sidecarArgs = append(sidecarArgs, "--budget-file="+BudgetDir+"/"+KeyBudget)
 	}
 	probe := func(path string, period, failures int32) *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().
@@ -725,12 +779,12 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		WithLivenessProbe(probe("/healthz", 10, 3)).
 		WithReadinessProbe(probe("/readyz", 5, 3)).
 		WithSecurityContext(restrictedContainer()).
-		WithVolumeMounts(
-			mount(DataVolume, DataMountPath, false),
-			mount("tmp", "/tmp", false),
-			mount("goose-secret", GooseSecretDir, true),
-			mount("auth-token", AuthTokenDir, true),
-		)
+		WithVolumeMounts(sidecarMounts...)
+	if seed := spec.Workspace.Seed; seed != nil {
+		volumes = append(volumes, corev1ac.Volume().WithName("workspace-seed").WithConfigMap(
+			corev1ac.ConfigMapVolumeSource().WithName(seed.ConfigMapName).WithDefaultMode(modeConfig)))
+		sidecar.WithVolumeMounts(mount("workspace-seed", WorkspaceSeedDir, true))
+	}
 	if p := spec.Sidecar.ImagePullPolicy; p != "" {
 		sidecar.WithImagePullPolicy(p)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/internal/fixtures"
 	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 )
 
 // build renders a fixture case with the fixed golden inputs.
@@ -275,5 +277,50 @@ func TestResolveMissing(t *testing.T) {
 	_, missing, _ = render.Resolve(render.References(c.Agent), c.Lookup)
 	if diff := cmp.Diff([]string{`key "deployment" not found in Secret "azure"`}, missing); diff != "" {
 		t.Errorf("missing (-want +got):\n%s", diff)
+	}
+}
+
+// TestBudgetChangeRollsNoPod: the budget reaches the sidecar as a file in
+// the ConfigMap, in the sidecar's own format; changing its values changes
+// that file only, never the pod template.
+func TestBudgetChangeRollsNoPod(t *testing.T) {
+	base := build(t, loadCase(t, "budget"))
+	file := base.ConfigMap.Data[render.KeyBudget]
+	l, err := budget.ParseLimits([]byte(file))
+	if err != nil {
+		t.Fatalf("the sidecar cannot read the rendered budget %q: %v", file, err)
+	}
+	if l.Period != budget.Month || l.TotalTokens != 1000000 || l.InputTokens != nil || *l.OutputTokens != 200000 {
+		t.Fatalf("rendered budget %+v", l)
+	}
+	sidecar := base.StatefulSet.Spec.Template.Spec.InitContainers[1]
+	if !slices.Contains(sidecar.Args, "--budget-file="+render.BudgetDir+"/"+render.KeyBudget) {
+		t.Fatalf("sidecar args %v", sidecar.Args)
+	}
+	for _, m := range sidecar.VolumeMounts {
+		if *m.Name == "budget" && (m.SubPath != nil || *m.MountPath != render.BudgetDir) {
+			t.Fatalf("budget mount %+v: a subPath mount never sees updates", m)
+		}
+	}
+
+	c := loadCase(t, "budget")
+	c.Agent.Spec.Budget.TotalTokens = 2000000
+	c.Agent.Spec.Budget.Period = agentsv1alpha1.BudgetPeriodWeek
+	raised := build(t, c)
+	if raised.ConfigMap.Data[render.KeyBudget] == file {
+		t.Fatal("the raised budget did not reach the ConfigMap")
+	}
+	before, _ := render.ToYAML([]runtime.ApplyConfiguration{base.StatefulSet})
+	after, _ := render.ToYAML([]runtime.ApplyConfiguration{raised.StatefulSet})
+	if !bytes.Equal(before, after) || raised.ConfigHash != base.ConfigHash {
+		t.Fatalf("raising the budget changed the pod template:\n%s", cmp.Diff(string(before), string(after)))
+	}
+
+	// Without a budget there is no file, mount or flag.
+	c.Agent.Spec.Budget = nil
+	none := build(t, c)
+	y, _ := render.ToYAML(none.Objects())
+	if _, ok := none.ConfigMap.Data[render.KeyBudget]; ok || strings.Contains(string(y), "budget") {
+		t.Fatal("an agent without a budget renders one")
 	}
 }

@@ -35,6 +35,7 @@ type Sample struct {
 		Output int64 `json:"output"`
 		Total  int64 `json:"total"`
 	} `json:"tokens"`
+	Budget *BudgetSample `json:"budget,omitempty"`
 }
 
 // Pod is one replica of an agent. URL is its sidecar's /stats URL, empty when
@@ -48,6 +49,8 @@ type Pod struct {
 type Totals struct {
 	SessionsTotal, SessionsActive          int64
 	TokensInput, TokensOutput, TokensTotal int64
+	// Budget is the agent's budget use, nil when no pod reports a budget.
+	Budget *BudgetSample
 }
 
 // Result is one collection for one agent.
@@ -184,6 +187,7 @@ func (t *Totals) add(s Sample) {
 	t.TokensInput += s.Tokens.Input
 	t.TokensOutput += s.Tokens.Output
 	t.TokensTotal += s.Tokens.Total
+	t.Budget = mergeBudget(t.Budget, s.Budget)
 }
 
 // maxStatsBody bounds what is read of a /stats answer: it is a few hundred bytes.
@@ -221,6 +225,9 @@ func (c *Collector) fetch(ctx context.Context, url, token string) (Sample, error
 	}
 	if s.Sessions.Total < 0 || s.Sessions.Active < 0 || s.Tokens.Input < 0 || s.Tokens.Output < 0 || s.Tokens.Total < 0 {
 		return Sample{}, errors.New("stats hold a negative count")
+	}
+	if b := s.Budget; b != nil && (b.Used.Input < 0 || b.Used.Output < 0 || b.Used.Total < 0) {
+		return Sample{}, errors.New("stats hold a negative budget count")
 	}
 	return s, nil
 }

@@ -12,6 +12,8 @@ type Metrics struct {
 	activeSessions *prometheus.GaugeVec
 	tokens         *prometheus.GaugeVec
 	stale          *prometheus.GaugeVec
+	budgetUsed     *prometheus.GaugeVec
+	budgetSpent    *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (the manager's
@@ -31,8 +33,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		stale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goose_operator_agent_stats_stale", Help: "1 when a GooseAgent's figures could not be collected from every pod at the last poll.",
 		}, labels),
+		budgetUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goose_operator_agent_budget_used_tokens", Help: "Tokens a GooseAgent used in its current budget period, by direction (input, output, total); absent without spec.budget.",
+		}, append(labels, "direction")),
+		budgetSpent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goose_operator_agent_budget_exhausted", Help: "1 while a GooseAgent's token budget is spent and its sidecars refuse new turns.",
+		}, labels),
 	}
-	for _, c := range []prometheus.Collector{m.sessions, m.activeSessions, m.tokens, m.stale} {
+	for _, c := range []prometheus.Collector{m.sessions, m.activeSessions, m.tokens, m.stale, m.budgetUsed, m.budgetSpent} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -54,6 +62,20 @@ func (m *Metrics) observe(k types.NamespacedName, f figures) {
 		stale = 1
 	}
 	m.stale.WithLabelValues(k.Namespace, k.Name).Set(stale)
+	l := prometheus.Labels{"namespace": k.Namespace, "name": k.Name}
+	if f.Budget == nil || f.BudgetCondition == nil {
+		m.budgetUsed.DeletePartialMatch(l)
+		m.budgetSpent.DeletePartialMatch(l)
+		return
+	}
+	m.budgetUsed.WithLabelValues(k.Namespace, k.Name, "input").Set(float64(f.Budget.Used.Input))
+	m.budgetUsed.WithLabelValues(k.Namespace, k.Name, "output").Set(float64(f.Budget.Used.Output))
+	m.budgetUsed.WithLabelValues(k.Namespace, k.Name, "total").Set(float64(f.Budget.Used.Total))
+	spent := 0.0
+	if f.BudgetCondition.Status == "True" {
+		spent = 1
+	}
+	m.budgetSpent.WithLabelValues(k.Namespace, k.Name).Set(spent)
 }
 
 func (m *Metrics) forget(k types.NamespacedName) {
@@ -65,4 +87,6 @@ func (m *Metrics) forget(k types.NamespacedName) {
 	m.activeSessions.DeletePartialMatch(l)
 	m.tokens.DeletePartialMatch(l)
 	m.stale.DeletePartialMatch(l)
+	m.budgetUsed.DeletePartialMatch(l)
+	m.budgetSpent.DeletePartialMatch(l)
 }

@@ -27,8 +27,8 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
-// FieldOwner owns status.sessions, status.tokens, status.statsUpdatedAt and
-// the StatsAvailable condition. The main reconciler owns the rest of status
+// FieldOwner owns status.sessions, status.tokens, status.statsUpdatedAt,
+// status.budget and the StatsAvailable and BudgetExhausted conditions. The main reconciler owns the rest of status
 // under its own field owner, so neither write clobbers the other.
 const FieldOwner = "goose-operator-stats"
 
@@ -95,20 +95,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	next := reconcile.Result{RequeueAfter: r.Interval}
 
-	token, tokenErr := r.token(ctx, &a)
 	pods, err := r.pods(ctx, &a)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	var res Result
-	if tokenErr != nil {
+	if readyPods(pods) == 0 {
+		// No pod to ask, so no token to read: a new agent's Secret may not
+		// exist yet, and that is no error.
+		res = r.Collector.Collect(ctx, req.NamespacedName, "", pods)
+	} else if token, err := r.token(ctx, &a); err != nil {
 		// Without the token no pod can be asked; keep what status holds.
-		res.Stale = []string{tokenErr.Error()}
+		res.Stale = []string{err.Error()}
 	} else {
 		res = r.Collector.Collect(ctx, req.NamespacedName, token, pods)
 	}
 
-	st := desired(&a, res, len(pods), time.Now())
+	st := desired(&a, res, pods, time.Now())
 	r.Metrics.observe(req.NamespacedName, st)
 	if !changed(&a.Status, st) {
 		return next, nil
@@ -163,6 +166,17 @@ func (r *Reconciler) pods(ctx context.Context, a *agentsv1alpha1.GooseAgent) ([]
 	return out, nil
 }
 
+// readyPods counts the pods that can be asked.
+func readyPods(pods []Pod) int {
+	n := 0
+	for _, p := range pods {
+		if p.URL != "" {
+			n++
+		}
+	}
+	return n
+}
+
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -178,13 +192,16 @@ type figures struct {
 	Tokens    agentsv1alpha1.TokenStats
 	UpdatedAt *metav1.Time
 	Condition metav1.Condition
+	// Budget and BudgetCondition are nil without spec.budget.
+	Budget          *agentsv1alpha1.BudgetStatus
+	BudgetCondition *metav1.Condition
 }
 
 // desired computes the owned status from the collection. Figures never come
 // from nowhere: when nothing is known (no pod ever answered since the
 // operator started) the ones already in status stay. statsUpdatedAt moves
 // only when a figure changes.
-func desired(a *agentsv1alpha1.GooseAgent, res Result, pods int, now time.Time) figures {
+func desired(a *agentsv1alpha1.GooseAgent, res Result, pods []Pod, now time.Time) figures {
 	f := figures{Sessions: a.Status.Sessions, Tokens: a.Status.Tokens, UpdatedAt: a.Status.StatsUpdatedAt}
 	if res.Known {
 		sessions := agentsv1alpha1.SessionStats{Total: res.Totals.SessionsTotal, Active: res.Totals.SessionsActive}
@@ -196,14 +213,21 @@ func desired(a *agentsv1alpha1.GooseAgent, res Result, pods int, now time.Time) 
 	}
 
 	c := metav1.Condition{Type: agentsv1alpha1.ConditionStatsAvailable, ObservedGeneration: a.Generation}
+	none := !res.Known && f.UpdatedAt == nil
 	switch {
-	case len(res.Stale) == 0 && pods > 0:
+	case len(res.Stale) == 0 && len(pods) > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, agentsv1alpha1.ReasonStatsCollected
-		c.Message = fmt.Sprintf("collected from %d pod(s)", pods)
-	case len(res.Stale) == 0:
+		c.Message = fmt.Sprintf("collected from %d pod(s)", len(pods))
+	case len(pods) == 0 && none:
+		c.Status, c.Reason = metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected
+		c.Message = "not collected yet: the agent has no pods yet"
+	case len(pods) == 0:
 		c.Status, c.Reason = metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected
 		c.Message = "the agent has no pods to collect from"
-	case !res.Known && f.UpdatedAt == nil:
+	case none && readyPods(pods) == 0:
+		c.Status, c.Reason = metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected
+		c.Message = fmt.Sprintf("not collected yet: waiting for a pod to become ready (0/%d ready)", len(pods))
+	case none:
 		c.Status, c.Reason = metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected
 		c.Message = staleMessage("no figures yet", res.Stale)
 	default:
@@ -215,6 +239,7 @@ func desired(a *agentsv1alpha1.GooseAgent, res Result, pods int, now time.Time) 
 	c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
 	meta.SetStatusCondition(&conds, c)
 	f.Condition = *meta.FindStatusCondition(conds, agentsv1alpha1.ConditionStatsAvailable)
+	f.Budget, f.BudgetCondition = budgetFigures(a, res, now)
 	return f
 }
 
@@ -227,7 +252,7 @@ func staleMessage(head string, stale []string) string {
 }
 
 func changed(cur *agentsv1alpha1.GooseAgentStatus, f figures) bool {
-	if cur.Sessions != f.Sessions || cur.Tokens != f.Tokens {
+	if cur.Sessions != f.Sessions || cur.Tokens != f.Tokens || budgetChanged(cur, f) {
 		return true
 	}
 	if (cur.StatsUpdatedAt == nil) != (f.UpdatedAt == nil) ||
@@ -241,13 +266,8 @@ func changed(cur *agentsv1alpha1.GooseAgentStatus, f figures) bool {
 
 // apply server-side-applies the owned fields of status.
 func (r *Reconciler) apply(ctx context.Context, a *agentsv1alpha1.GooseAgent, f figures) error {
-	status := map[string]any{
-		"conditions": []any{map[string]any{
-			"type": f.Condition.Type, "status": string(f.Condition.Status), "reason": f.Condition.Reason,
-			"message": f.Condition.Message, "observedGeneration": f.Condition.ObservedGeneration,
-			"lastTransitionTime": f.Condition.LastTransitionTime.UTC().Format(time.RFC3339),
-		}},
-	}
+	status := map[string]any{"conditions": []any{conditionApply(f.Condition)}}
+	applyBudget(status, f)
 	if f.UpdatedAt != nil {
 		status["sessions"] = map[string]any{"total": f.Sessions.Total, "active": f.Sessions.Active}
 		status["tokens"] = map[string]any{"input": f.Tokens.Input, "output": f.Tokens.Output, "total": f.Tokens.Total}

@@ -54,6 +54,8 @@ type sidecar struct {
 	mu      sync.Mutex
 	url     string
 	stop    func()
+	// configure, when set, adjusts the server's config at every start.
+	configure func(*server.Config)
 }
 
 func startSidecar(t *testing.T, fake *goosetest.Serve) *sidecar {
@@ -69,7 +71,11 @@ func startSidecar(t *testing.T, fake *goosetest.Serve) *sidecar {
 }
 
 func (s *sidecar) start() {
-	sc := servertest.Start(s.t, server.Config{Backend: s.backend, AppName: "goose", DataDir: s.dataDir, AuthToken: token})
+	cfg := server.Config{Backend: s.backend, AppName: "goose", DataDir: s.dataDir, AuthToken: token}
+	if s.configure != nil {
+		s.configure(&cfg)
+	}
+	sc := servertest.Start(s.t, cfg)
 	s.mu.Lock()
 	s.url, s.stop = sc.URL, sc.Stop
 	s.mu.Unlock()
@@ -239,12 +245,27 @@ func startReferences(t *testing.T, direct client.Reader) *references.Tracker {
 }
 
 func (f *fixture) createReadyPod(name string) {
-	ctx := context.Background()
+	f.createPod(name)
+	f.setReady(name)
+}
+
+// createPod creates a pod as the StatefulSet does: scheduled nowhere yet,
+// not ready.
+func (f *fixture) createPod(name string) {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.agent.Namespace, Name: name, Labels: render.SelectorLabels(f.agent)},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "goose", Image: "goose"}}},
 	}
-	if err := sharedEnv(f.t).Client.Create(ctx, p); err != nil {
+	if err := sharedEnv(f.t).Client.Create(context.Background(), p); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// setReady plays the kubelet: the pod runs, has an IP and is ready.
+func (f *fixture) setReady(name string) {
+	ctx := context.Background()
+	p := &corev1.Pod{}
+	if err := sharedEnv(f.t).Client.Get(ctx, client.ObjectKey{Namespace: f.agent.Namespace, Name: name}, p); err != nil {
 		f.t.Fatal(err)
 	}
 	p.Status = corev1.PodStatus{
@@ -403,6 +424,44 @@ func TestMissingTokenKeepsFiguresAndSaysWhy(t *testing.T) {
 	}
 }
 
+// TestFirstRoundsSayWhatIsHappening: a new agent, before its Secret and
+// pods exist and while its pod starts, reads "not collected yet" with why,
+// never an error about the Secret it does not need yet.
+func TestFirstRoundsSayWhatIsHappening(t *testing.T) {
+	f := newFixture(t, 0)
+	secret := &corev1.Secret{}
+	env := sharedEnv(t)
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.agent.Namespace, Name: render.SecretName(f.agent)}, secret); err != nil {
+		t.Fatal(err)
+	}
+	// The main reconciler has not created the Secret yet.
+	if err := env.Client.Delete(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	expect := func(when string, status metav1.ConditionStatus, reason, message string) {
+		t.Helper()
+		f.reconcile()
+		c := condition(f.status())
+		if c == nil || c.Status != status || c.Reason != reason || c.Message != message {
+			t.Fatalf("%s: StatsAvailable = %+v, want %s/%s %q", when, c, status, reason, message)
+		}
+	}
+	expect("no pods", metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected, "not collected yet: the agent has no pods yet")
+
+	fake := goosetest.NewServe(t, goosetest.WithServeScript(goosetest.Echo))
+	f.sidecars["talker-0"] = startSidecar(t, fake)
+	f.createPod("talker-0")
+	expect("pod starting", metav1.ConditionFalse, agentsv1alpha1.ReasonStatsNotCollected,
+		"not collected yet: waiting for a pod to become ready (0/1 ready)")
+
+	secret.ResourceVersion = ""
+	if err := env.Client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	f.setReady("talker-0")
+	expect("pod ready", metav1.ConditionTrue, agentsv1alpha1.ReasonStatsCollected, "collected from 1 pod(s)")
+}
+
 // TestManagerPollsOnInterval runs the reconciler in a real manager: figures
 // reach status within one interval of a conversation, with no other trigger.
 func TestManagerPollsOnInterval(t *testing.T) {
@@ -499,4 +558,10 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, direction string)
 	}
 	t.Fatalf("metric %s{direction=%q} not found", name, direction)
 	return 0
+}
+
+func (s *sidecar) baseURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
 }

@@ -335,6 +335,9 @@ func (d *demo) runSidecar(ctx context.Context, sts *appsv1.StatefulSet, port int
 		"--data-dir":          filepath.Join(d.cfg.WorkDir, "data"),
 		"--public-base-url":   d.sidecar,
 		"--peers-host":        "", // one local sidecar and no cluster DNS: no forwarding
+		// The pod's workspace volume: the sidecar creates each session's
+		// directory below it, and goose must find it there.
+		"--goose-working-dir": filepath.Join(d.cfg.WorkDir, "workspace"),
 	}
 	for i, a := range args {
 		name, _, _ := strings.Cut(a, "=")

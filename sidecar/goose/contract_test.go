@@ -347,7 +347,7 @@ func kinds(evs []goose.Event) string {
 
 func startSession(t testing.TB, b goose.Backend) string {
 	t.Helper()
-	s, err := b.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/workspace"})
+	s, err := b.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/tmp"})
 	if err != nil {
 		t.Fatalf("StartSession: %v", err)
 	}
@@ -888,7 +888,7 @@ func TestContractSessions(t *testing.T) {
 				t.Fatal(r.err)
 			}
 			s, err := b.GetSession(ctx, id)
-			if err != nil || s.ID != id || s.WorkingDir != "/workspace" || s.MessageCount < 2 {
+			if err != nil || s.ID != id || s.WorkingDir != "/tmp" || s.MessageCount < 2 {
 				t.Fatalf("GetSession = %+v, %v; want the session with both messages", s, err)
 			}
 			if s, err := b.ResumeSession(ctx, id); err != nil || s.ID != id {
@@ -964,7 +964,7 @@ func TestContractUnauthorized(t *testing.T) {
 			if err := b.Health(ctx); err != nil {
 				t.Errorf("Health = %v, want nil", err)
 			}
-			if _, err := b.StartSession(ctx, goose.StartOptions{WorkingDir: "/workspace"}); !errors.Is(err, goose.ErrUnauthorized) {
+			if _, err := b.StartSession(ctx, goose.StartOptions{WorkingDir: "/tmp"}); !errors.Is(err, goose.ErrUnauthorized) {
 				t.Errorf("StartSession = %v", err)
 			}
 			if _, err := b.GetSession(ctx, "20200101_1"); !errors.Is(err, goose.ErrUnauthorized) {
@@ -989,7 +989,7 @@ func TestContractServerDown(t *testing.T) {
 			if err := b.Health(ctx); !errors.Is(err, goose.ErrUnavailable) {
 				t.Errorf("Health = %v", err)
 			}
-			if _, err := b.StartSession(ctx, goose.StartOptions{WorkingDir: "/workspace"}); !errors.Is(err, goose.ErrUnavailable) {
+			if _, err := b.StartSession(ctx, goose.StartOptions{WorkingDir: "/tmp"}); !errors.Is(err, goose.ErrUnavailable) {
 				t.Errorf("StartSession = %v", err)
 			}
 			if _, err := b.GetSession(ctx, "20200101_1"); !errors.Is(err, goose.ErrUnavailable) {

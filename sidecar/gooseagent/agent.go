@@ -36,11 +36,21 @@
 // Controller.CancelConfirmation and on Controller.Close; those record an
 // error event in the session (Config.SessionService) saying why.
 //
-// The ADK session maps to one goose session, created on first use. Its id is
-// kept in ADK session state under [StateKeySessionID] and the session's
-// accumulated token totals under [StateKeyUsage]; both are written through the
-// StateDelta of a non-partial event so that a durable session service persists
-// them. A [UsageStore] may additionally record the totals somewhere queryable.
+// Sessions. For each goose agent, the ADK session maps to one goose session,
+// created on first use. Its id is kept in ADK session state under
+// [SessionIDStateKey](agent name) and its accumulated token totals under
+// [UsageStateKey](agent name), so several goose agents of one agent tree
+// (under a sequentialagent, say) share an ADK session without sharing a goose
+// conversation. Both are written through the StateDelta of a non-partial
+// event so that a durable session service persists them. A [UsageStore] may
+// additionally record the totals somewhere queryable. Deleting an ADK
+// session through [Controller.SessionService] (or calling
+// [Controller.DeleteSession]) deletes its goose session too, so the same id
+// created again starts afresh; sessions idle beyond Config.IdleSessions are
+// forgotten in memory and resumed from their state when used again.
+//
+// See the package examples for a program to copy: goose as the root agent,
+// and two goose agents in a workflow.
 package gooseagent
 
 import (
@@ -49,6 +59,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,15 +69,29 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 )
 
-// ADK session-state keys written by the agent. They carry no app:/user:/temp:
-// prefix, so they are scoped to one ADK session.
+// ADK session-state keys. They carry no app:/user:/temp: prefix, so they
+// are scoped to one ADK session; the agent's name scopes them to one agent,
+// so several goose agents can share an ADK session (say under a
+// sequentialagent) each with its own goose session.
 const (
-	// StateKeySessionID holds the goose session id (string) of the ADK session.
+	// StateKeySessionID prefixes the key holding an agent's goose session id
+	// (string), see SessionIDStateKey. Alone, it is the key versions before
+	// the scoping wrote; an agent still reads it when it finds no scoped key
+	// and it wrote that key itself (the event that set it is its own).
 	StateKeySessionID = "goose:session_id"
-	// StateKeyUsage holds the goose session's accumulated token totals as an
-	// object {"inputTokens":n,"outputTokens":n,"totalTokens":n}.
+	// StateKeyUsage prefixes the key holding the agent's goose session's
+	// accumulated token totals, see UsageStateKey; alone, the older key.
 	StateKeyUsage = "goose:usage"
 )
+
+// SessionIDStateKey is the ADK session-state key under which the agent
+// named agentName keeps its goose session id: "goose:session_id:<name>".
+func SessionIDStateKey(agentName string) string { return StateKeySessionID + ":" + agentName }
+
+// UsageStateKey is the ADK session-state key under which the agent named
+// agentName keeps its goose session's token totals as an object
+// {"inputTokens":n,"outputTokens":n,"totalTokens":n}: "goose:usage:<name>".
+func UsageStateKey(agentName string) string { return StateKeyUsage + ":" + agentName }
 
 // Error codes set on session.Event.ErrorCode.
 const (
@@ -97,7 +122,10 @@ type SessionKey struct {
 
 // UsageRecord is what the agent reports to a UsageStore after each turn.
 type UsageRecord struct {
-	Key            SessionKey
+	Key SessionKey
+	// Agent is the goose agent's name: an ADK session has one record per
+	// goose agent of the tree.
+	Agent          string
 	GooseSessionID string
 	// Turn is the tokens this turn used (sum of goose's per-call usage).
 	Turn goose.Usage
@@ -144,7 +172,8 @@ type Config struct {
 	Description string
 	// Backend is the goose server. Required.
 	Backend goose.Backend
-	// StartOptions are used when a goose session is created.
+	// StartOptions are used when a goose session is created. goose needs
+	// WorkingDir: an absolute path on goose's machine.
 	StartOptions goose.StartOptions
 	// Store, when set, records every session's accumulated token totals.
 	Store UsageStore
@@ -162,16 +191,44 @@ type Config struct {
 	// that ends outside a turn (timeout, A2A cancel, shutdown), so the
 	// session history says why the tool did not run.
 	SessionService session.Service
+	// BeforeAgentCallbacks and AfterAgentCallbacks run before and after
+	// every turn, as for any ADK agent (agent.Config; adk-go's remoteagent
+	// takes the same): a callback that returns content or an error ends the
+	// turn with it instead (before) or adds it as a last event (after).
+	BeforeAgentCallbacks []agent.BeforeAgentCallback
+	AfterAgentCallbacks  []agent.AfterAgentCallback
+	// IdleSessions bounds how many ADK sessions the agent keeps in memory
+	// between turns (their goose session, already resumed). Beyond it the
+	// least recently used idle ones are forgotten; their next turn resumes
+	// the goose session their ADK state names. Default 4096.
+	IdleSessions int
+	// Workspaces, when set, gives each ADK session its goose working
+	// directory in place of StartOptions.WorkingDir (see package
+	// sidecar/workspace).
+	Workspaces Workspaces
 }
 
-// New returns an ADK agent backed by a goose server. Programs that need to
-// cancel pending tool confirmations (on shutdown, say) use NewWithController.
+// Workspaces chooses and prepares the working directory of ADK sessions.
+// The agent opens it before every turn, not only when it creates the goose
+// session: goose refuses to load a session whose directory is gone.
+type Workspaces interface {
+	// Open returns the session's absolute working directory as goose sees
+	// it, created if missing; it stays in use until release is called.
+	Open(ctx context.Context, userID, sessionID string) (dir string, release func(), err error)
+}
+
+// New returns an ADK agent backed by a goose server. Programs that answer
+// or cancel held tool approvals outside a turn, delete sessions, or shut
+// down cleanly use NewWithController.
 func New(cfg Config) (agent.Agent, error) {
 	a, _, err := NewWithController(cfg)
 	return a, err
 }
 
-// NewWithController returns the agent and its Controller.
+// NewWithController returns the agent and its Controller, the program's
+// handle on what the agent holds between turns: pending tool
+// confirmations (CancelConfirmation, Close) and per-session state
+// (DeleteSession, SessionService).
 func NewWithController(cfg Config) (agent.Agent, *Controller, error) {
 	if cfg.Backend == nil {
 		return nil, nil, errors.New("failed to create goose agent: Backend is required")
@@ -188,12 +245,17 @@ func NewWithController(cfg Config) (agent.Agent, *Controller, error) {
 	if cfg.ConfirmationTimeout <= 0 {
 		cfg.ConfirmationTimeout = 10 * time.Minute
 	}
+	if cfg.IdleSessions <= 0 {
+		cfg.IdleSessions = 4096
+	}
 	g := &gooseAgent{cfg: cfg, sessions: map[SessionKey]*sessionEntry{}}
 	g.stop, g.cancelStop = context.WithCancel(context.Background())
 	a, err := agent.New(agent.Config{
-		Name:        cfg.Name,
-		Description: cfg.Description,
-		Run:         g.run,
+		Name:                 cfg.Name,
+		Description:          cfg.Description,
+		Run:                  g.run,
+		BeforeAgentCallbacks: cfg.BeforeAgentCallbacks,
+		AfterAgentCallbacks:  cfg.AfterAgentCallbacks,
 	})
 	if err != nil {
 		g.cancelStop()
@@ -217,6 +279,10 @@ type gooseAgent struct {
 
 // sessionEntry is the process-local state of one ADK session.
 type sessionEntry struct {
+	// refs (under gooseAgent.mu) counts the turns and controller calls
+	// using the entry; lastUsed orders idle entries for forgetting.
+	refs     int
+	lastUsed time.Time
 	// lock is held (a token in the channel) for a whole turn: goose runs one
 	// reply per session at a time, and a waiting turn must be able to give up
 	// when its context ends, which sync.Mutex cannot.
@@ -236,6 +302,7 @@ type sessionEntry struct {
 	resolved []resolvedConfirmation
 }
 
+// entry returns the session's entry, held until unuse.
 func (g *gooseAgent) entry(key SessionKey) *sessionEntry {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -244,7 +311,40 @@ func (g *gooseAgent) entry(key SessionKey) *sessionEntry {
 		e = &sessionEntry{lock: make(chan struct{}, 1)}
 		g.sessions[key] = e
 	}
+	e.refs++
 	return e
+}
+
+// unuse ends a use of entry, then forgets the least recently used idle
+// entries while there are more than Config.IdleSessions.
+func (g *gooseAgent) unuse(e *sessionEntry) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e.refs--
+	e.lastUsed = time.Now()
+	if len(g.sessions) <= g.cfg.IdleSessions {
+		return
+	}
+	type idle struct {
+		key SessionKey
+		at  time.Time
+	}
+	var idles []idle
+	for k, e := range g.sessions {
+		// A paused reply (its timeout holds the entry) or a lock taken
+		// without a ref (confirmation timeout, Close) keeps it.
+		if e.refs == 0 && e.paused == nil && len(e.lock) == 0 {
+			idles = append(idles, idle{k, e.lastUsed})
+		}
+	}
+	slices.SortFunc(idles, func(a, b idle) int { return a.at.Compare(b.at) })
+	// Down to three quarters, so that the scan runs once per many turns.
+	for _, i := range idles {
+		if len(g.sessions) <= g.cfg.IdleSessions*3/4 {
+			break
+		}
+		delete(g.sessions, i.key)
+	}
 }
 
 func (e *sessionEntry) acquire(ctx context.Context) error {

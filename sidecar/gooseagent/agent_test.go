@@ -91,7 +91,7 @@ func TestTextStreamingAndAggregate(t *testing.T) {
 	if u == nil || u.PromptTokenCount != 15 || u.CandidatesTokenCount != 5 || u.TotalTokenCount != 20 {
 		t.Fatalf("usage %+v", u)
 	}
-	if fin.Actions.StateDelta[gooseagent.StateKeySessionID] != "g1" {
+	if fin.Actions.StateDelta[gooseagent.SessionIDStateKey("goose")] != "g1" {
 		t.Errorf("state delta %v", fin.Actions.StateDelta)
 	}
 
@@ -104,17 +104,17 @@ func TestTextStreamingAndAggregate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, _ := got.Session.State().Get(gooseagent.StateKeySessionID); id != "g1" {
+	if id, _ := got.Session.State().Get(gooseagent.SessionIDStateKey("goose")); id != "g1" {
 		t.Errorf("session id in state = %v", id)
 	}
-	usage, _ := got.Session.State().Get(gooseagent.StateKeyUsage)
+	usage, _ := got.Session.State().Get(gooseagent.UsageStateKey("goose"))
 	if m, _ := usage.(map[string]any); m["totalTokens"] != int64(20+18) {
 		t.Errorf("accumulated usage in state = %v", usage)
 	}
 	if n := got.Session.Events().Len(); n != 4 { // 2 user + 2 finals; partials are not persisted
 		t.Errorf("persisted %d events", n)
 	}
-	if len(h.store.recs) != 2 || h.store.recs[1].Totals.TotalTokens != 38 || h.store.recs[1].Turn.TotalTokens != 18 {
+	if len(h.store.recs) != 2 || h.store.recs[1].Totals.TotalTokens != 38 || h.store.recs[1].Turn.TotalTokens != 18 || h.store.recs[1].Agent != "goose" {
 		t.Errorf("store records %+v", h.store.recs)
 	}
 }
@@ -227,7 +227,7 @@ func TestResumeAfterRestartAndLostSession(t *testing.T) {
 	a, _ = gooseagent.New(gooseagent.Config{Name: "goose", Backend: h.backend})
 	h.runner, _ = runner.New(runner.Config{AppName: "app", Agent: a, SessionService: h.sessions})
 	evs := h.run(t, "three", agent.StreamingModeNone)
-	if evs[0].ErrorCode != "" || evs[0].Actions.StateDelta[gooseagent.StateKeySessionID] != "g2" {
+	if evs[0].ErrorCode != "" || evs[0].Actions.StateDelta[gooseagent.SessionIDStateKey("goose")] != "g2" {
 		t.Fatalf("got %s", dump(evs))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -166,26 +168,67 @@ func confirmedValue(m map[string]any) (bool, error) {
 // Plain maps, not genai/toolconfirmation structs: they survive the session
 // store's and the A2A task store's JSON copies unchanged.
 func confirmationCall(id, gooseID string, ar *goose.ApprovalRequest) *genai.FunctionCall {
-	hint := fmt.Sprintf("goose wants to run the tool %s. Approve or reject it by responding with a FunctionResponse "+
-		"for this call carrying {\"confirmed\": true} or {\"confirmed\": false}.", ar.ToolName)
+	args := argsMap(ar.Arguments)
 	var prompt any
 	if ar.Prompt != "" {
 		prompt = ar.Prompt
-		if ar.Prompt != ar.ToolName {
-			hint = ar.Prompt + ". " + hint
-		}
 	}
 	return &genai.FunctionCall{
 		ID:   id,
 		Name: ConfirmationFunctionName,
 		Args: map[string]any{
-			"originalFunctionCall": map[string]any{"id": ar.ID, "name": ar.ToolName, "args": argsMap(ar.Arguments)},
+			"originalFunctionCall": map[string]any{"id": ar.ID, "name": ar.ToolName, "args": args},
 			"toolConfirmation": map[string]any{
-				"hint": hint, "confirmed": false,
-				"payload": map[string]any{"gooseSessionId": gooseID, "prompt": prompt},
+				"hint": confirmationHint(ar, args), "confirmed": false,
+				// For programs: the answers ParseConfirmation takes as a
+				// FunctionResponse for this call's id.
+				"payload": map[string]any{
+					"gooseSessionId": gooseID, "prompt": prompt,
+					"answers": map[string]any{"allow": map[string]any{"confirmed": true}, "deny": map[string]any{"confirmed": false}},
+				},
 			},
 		},
 	}
+}
+
+// maxHintValue bounds one argument value in a confirmation hint.
+const maxHintValue = 300
+
+// confirmationHint tells the person asked what goose wants to run and how
+// to allow it, in words: UIs show it as the question (the v1.7.0 web UI
+// with a text box, whose yes/no ParseConfirmation reads).
+func confirmationHint(ar *goose.ApprovalRequest, args map[string]any) string {
+	var b strings.Builder
+	if ar.Prompt != "" && ar.Prompt != ar.ToolName {
+		b.WriteString(strings.TrimSpace(ar.Prompt) + "\n")
+	}
+	b.WriteString("goose wants to use " + toolTitle(ar.ToolName))
+	keys := slices.Sorted(maps.Keys(args))
+	if len(keys) > 0 {
+		b.WriteString(":")
+	}
+	for _, k := range keys {
+		v, ok := args[k].(string)
+		if !ok {
+			j, _ := json.Marshal(args[k])
+			v = string(j)
+		}
+		if r := []rune(v); len(r) > maxHintValue {
+			v = string(r[:maxHintValue]) + "…"
+		}
+		b.WriteString("\n  " + k + ": " + v)
+	}
+	b.WriteString("\nReply yes to allow it this once, or no to refuse.")
+	return b.String()
+}
+
+// toolTitle names a goose tool for people: goose calls extension tools
+// "<extension>__<tool>".
+func toolTitle(name string) string {
+	if ext, tool, ok := strings.Cut(name, "__"); ok && ext != "" && tool != "" {
+		return tool + " (" + ext + " extension)"
+	}
+	return name
 }
 
 // newConfirmationID mirrors adk-go's function call ids ("adk-<uuid>").

@@ -86,8 +86,14 @@ func confirmationOf(t *testing.T, evs []*session.Event) string {
 	if orig["id"] != "c1" || orig["name"] != "developer__shell" || orig["args"].(map[string]any)["command"] != "rm x" {
 		t.Fatalf("originalFunctionCall: %v", orig)
 	}
-	if conf["confirmed"] != false || !strings.Contains(conf["hint"].(string), "developer__shell") || conf["payload"] == nil {
-		t.Fatalf("toolConfirmation: %v", conf)
+	// Words for the person asked; what programs need stays in the payload.
+	const hint = "goose wants to use shell (developer extension):\n  command: rm x\nReply yes to allow it this once, or no to refuse."
+	if conf["confirmed"] != false || conf["hint"] != hint {
+		t.Fatalf("toolConfirmation hint %q, want %q", conf["hint"], hint)
+	}
+	payload, _ := conf["payload"].(map[string]any)
+	if payload["gooseSessionId"] != "g1" || jpathT(payload, "answers", "allow", "confirmed") != true || jpathT(payload, "answers", "deny", "confirmed") != false {
+		t.Fatalf("toolConfirmation payload: %v", payload)
 	}
 	return fc.ID
 }
@@ -273,4 +279,16 @@ func TestConfirmationSupersededAndClose(t *testing.T) {
 	if _, closed := h.backend.snapshot(); closed != 3 {
 		t.Fatalf("reply not closed after close: %d", closed)
 	}
+}
+
+// jpathT digs into nested maps.
+func jpathT(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
 }

@@ -3,57 +3,175 @@ package gooseagent_test
 import (
 	"context"
 	"fmt"
+	"log"
+	"strings"
 
 	"google.golang.org/adk/agent"
+	"google.golang.org/adk/agent/workflowagents/sequentialagent"
 	"google.golang.org/adk/runner"
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
 
-// Goose as the root agent of an in-process ADK program. In production the
-// Backend is an ACP or REST client (sidecar/goose/acp, sidecar/goose/rest);
-// here an in-memory backend plays goosetest.Echo.
+// Goose as the root agent of an ADK Go program. The goose server here is
+// goosetest's fake `goose serve` (echoing the user); for a real one, point
+// acp.Config at `goose serve --host 127.0.0.1 --port 3284` and its
+// GOOSE_SERVER__SECRET_KEY.
 func Example() {
 	ctx := context.Background()
-	backend := newScriptBackend(goosetest.Echo)
+	fake := goosetest.NewServe(nil) // nil: no test to attach to; closed below
+	defer fake.Close()
+	backend, err := acp.New(acp.Config{URL: fake.URL, SecretKey: fake.Secret})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer backend.Close()
 
-	root, err := gooseagent.New(gooseagent.Config{
+	root, control, err := gooseagent.NewWithController(gooseagent.Config{
 		Name:        "goose",
 		Description: "Goose, an on-machine AI agent",
 		Backend:     backend,
+		// Where goose works: an absolute path on goose's machine.
+		StartOptions: goose.StartOptions{WorkingDir: "/tmp"},
 	})
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-	sessions := session.InMemoryService()
+	// On shutdown, deny and cancel tool approvals nobody can answer any more.
+	defer control.Close(ctx)
+
+	// Deleting an ADK session then deletes its goose session too.
+	sessions := control.SessionService(session.InMemoryService())
 	r, err := runner.New(runner.Config{AppName: "demo", Agent: root, SessionService: sessions})
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	if _, err := sessions.Create(ctx, &session.CreateRequest{AppName: "demo", UserID: "me", SessionID: "s1"}); err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 
-	msg := genai.NewContentFromText("hello goose", genai.RoleUser)
-	for ev, err := range r.Run(ctx, "me", "s1", msg, agent.RunConfig{StreamingMode: agent.StreamingModeSSE}) {
-		if err != nil {
-			panic(err)
+	for _, text := range []string{"hello goose", "again"} {
+		msg := genai.NewContentFromText(text, genai.RoleUser)
+		for ev, err := range r.Run(ctx, "me", "s1", msg, agent.RunConfig{StreamingMode: agent.StreamingModeSSE}) {
+			if err != nil {
+				log.Fatal(err)
+			}
+			if ev.ErrorMessage != "" { // goose failed: ErrorCode says how
+				log.Fatalf("%s: %s", ev.ErrorCode, ev.ErrorMessage)
+			}
+			if ev.Partial {
+				fmt.Printf("partial: %q\n", ev.Content.Parts[0].Text)
+				continue
+			}
+			fmt.Printf("final: %q, tokens %d+%d=%d, %s\n", ev.Content.Parts[0].Text,
+				ev.UsageMetadata.PromptTokenCount, ev.UsageMetadata.CandidatesTokenCount,
+				ev.UsageMetadata.TotalTokenCount, ev.FinishReason)
 		}
-		if ev.Partial {
-			fmt.Printf("partial: %q\n", ev.Content.Parts[0].Text)
-			continue
-		}
-		fmt.Printf("final: %q, tokens %d+%d=%d, %s\n", ev.Content.Parts[0].Text,
-			ev.UsageMetadata.PromptTokenCount, ev.UsageMetadata.CandidatesTokenCount,
-			ev.UsageMetadata.TotalTokenCount, ev.FinishReason)
-		fmt.Println("goose session:", ev.Actions.StateDelta[gooseagent.StateKeySessionID])
 	}
+	got, err := sessions.Get(ctx, &session.GetRequest{AppName: "demo", UserID: "me", SessionID: "s1"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	id, _ := got.Session.State().Get(gooseagent.SessionIDStateKey("goose"))
+	fmt.Println("goose sessions started:", fake.Calls("session/new"), "- kept in state:", id != nil)
+
+	if err := sessions.Delete(ctx, &session.DeleteRequest{AppName: "demo", UserID: "me", SessionID: "s1"}); err != nil {
+		log.Fatal(err)
+	}
+	_, stillThere := fake.Session(fmt.Sprint(id))
+	fmt.Println("goose session deleted with the ADK session:", !stillThere)
 	// Output:
 	// partial: "echo: hello"
 	// partial: " goose"
 	// final: "echo: hello goose", tokens 21+11=32, STOP
-	// goose session: g1
+	// partial: "echo: ag"
+	// partial: "ain"
+	// final: "echo: again", tokens 15+5=20, STOP
+	// goose sessions started: 1 - kept in state: true
+	// goose session deleted with the ADK session: true
+}
+
+// Two goose agents in one agent tree, one after the other in each turn.
+// Each keeps its own goose session in the shared ADK session (state keys
+// scoped by agent name) and sees only its own conversation in goose. Agent
+// callbacks work as for any ADK agent.
+func Example_workflow() {
+	ctx := context.Background()
+	fake := goosetest.NewServe(nil)
+	defer fake.Close()
+	backend, err := acp.New(acp.Config{URL: fake.URL, SecretKey: fake.Secret})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer backend.Close()
+
+	announce := func(cctx agent.CallbackContext) (*genai.Content, error) {
+		fmt.Println("--", cctx.AgentName(), "starts")
+		return nil, nil
+	}
+	planner, plannerControl, err := gooseagent.NewWithController(gooseagent.Config{
+		Name: "planner", Backend: backend, StartOptions: goose.StartOptions{WorkingDir: "/tmp"},
+		BeforeAgentCallbacks: []agent.BeforeAgentCallback{announce},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	coder, coderControl, err := gooseagent.NewWithController(gooseagent.Config{
+		Name: "coder", Backend: backend, StartOptions: goose.StartOptions{WorkingDir: "/tmp"},
+		BeforeAgentCallbacks: []agent.BeforeAgentCallback{announce},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	root, err := sequentialagent.New(sequentialagent.Config{AgentConfig: agent.Config{
+		Name: "team", SubAgents: []agent.Agent{planner, coder},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sessions := coderControl.SessionService(plannerControl.SessionService(session.InMemoryService()))
+	r, err := runner.New(runner.Config{AppName: "demo", Agent: root, SessionService: sessions})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := sessions.Create(ctx, &session.CreateRequest{AppName: "demo", UserID: "me", SessionID: "s1"}); err != nil {
+		log.Fatal(err)
+	}
+	for _, text := range []string{"add a flag", "now test it"} {
+		for ev, err := range r.Run(ctx, "me", "s1", genai.NewContentFromText(text, genai.RoleUser), agent.RunConfig{}) {
+			if err != nil {
+				log.Fatal(err)
+			}
+			if ev.ErrorMessage != "" {
+				log.Fatalf("%s: %s", ev.ErrorCode, ev.ErrorMessage)
+			}
+			fmt.Printf("%s: %s\n", ev.Author, ev.Content.Parts[0].Text)
+		}
+	}
+	got, err := sessions.Get(ctx, &session.GetRequest{AppName: "demo", UserID: "me", SessionID: "s1"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var keys []string
+	for k := range got.Session.State().All() {
+		if strings.HasPrefix(k, gooseagent.StateKeySessionID) {
+			keys = append(keys, k)
+		}
+	}
+	fmt.Println("goose sessions started:", fake.Calls("session/new"), "- state keys:", len(keys))
+	// Output:
+	// -- planner starts
+	// planner: echo: add a flag
+	// -- coder starts
+	// coder: echo: add a flag
+	// -- planner starts
+	// planner: echo: now test it
+	// -- coder starts
+	// coder: echo: now test it
+	// goose sessions started: 2 - state keys: 2
 }

@@ -31,6 +31,7 @@ type turn struct {
 	stopped    bool // yield returned false: the consumer is gone
 
 	gooseID    string
+	workingDir string         // from Config.Workspaces; empty: StartOptions'
 	stateDelta map[string]any // pending, attached to the next non-partial event
 
 	text, thought strings.Builder
@@ -72,12 +73,23 @@ func (t *turn) run() {
 	}
 
 	entry := t.g.entry(t.key)
+	defer t.g.unuse(entry)
 	t.entry = entry
 	if err := entry.acquire(t.ic); err != nil {
 		t.errorCode = ErrorCodeCancelled
 		return // the caller went away while another turn held the session
 	}
 	defer entry.release()
+
+	if ws := t.g.cfg.Workspaces; ws != nil {
+		dir, release, err := ws.Open(t.ic, t.key.UserID, t.key.SessionID)
+		if err != nil {
+			t.finish("", fmt.Errorf("failed to prepare working directory: %w", err))
+			return
+		}
+		defer release()
+		t.workingDir = dir
+	}
 
 	in := parseInput(t.ic.UserContent())
 	if len(in.answers) > 0 {
@@ -239,7 +251,13 @@ var errShuttingDown = errors.New("adk2goose is shutting down")
 // openSession finds or creates the goose session and makes it ready.
 func (t *turn) openSession(e *sessionEntry) error {
 	b := t.g.cfg.Backend
-	if id := stateString(t.ic.Session().State(), StateKeySessionID); id != "" && id != e.gooseID {
+	sess := t.ic.Session()
+	id, legacy := t.g.storedGooseID(sess)
+	if legacy {
+		// Carry the session over to this agent's own key.
+		t.stateDelta[SessionIDStateKey(t.g.cfg.Name)] = id
+	}
+	if id != "" && id != e.gooseID {
 		e.gooseID, e.ready = id, false
 	}
 	if e.gooseID != "" && !e.ready {
@@ -261,20 +279,28 @@ func (t *turn) openSession(e *sessionEntry) error {
 		prev := *e.totals
 		t.prev = &prev
 	case e.gooseID != "":
-		if prev, ok := usageFromState(t.ic.Session().State()); ok {
+		prev, ok := usageFromState(sess.State(), UsageStateKey(t.g.cfg.Name))
+		if !ok && legacy {
+			prev, ok = usageFromState(sess.State(), StateKeyUsage)
+		}
+		if ok {
 			t.prev = &prev
 		}
 	}
 	if e.gooseID == "" {
-		s, err := b.StartSession(t.ic, t.g.cfg.StartOptions)
+		opts := t.g.cfg.StartOptions
+		if t.workingDir != "" {
+			opts.WorkingDir = t.workingDir
+		}
+		s, err := b.StartSession(t.ic, opts)
 		if err != nil {
 			return fmt.Errorf("failed to start goose session: %w", err)
 		}
 		e.gooseID, e.ready = s.ID, true
 		t.prev = &goose.Usage{}
-		t.stateDelta[StateKeySessionID] = s.ID
+		t.stateDelta[SessionIDStateKey(t.g.cfg.Name)] = s.ID
 		t.g.cfg.Logger.InfoContext(t.ic, "started goose session",
-			"adk_session", t.key.SessionID, "goose_session", s.ID)
+			"adk_session", t.key.SessionID, "goose_session", s.ID, "working_dir", opts.WorkingDir)
 	}
 	t.gooseID = e.gooseID
 	return nil
@@ -345,7 +371,7 @@ func (t *turn) finish(reason string, err error) {
 	ev.TurnComplete = true
 	ev.FinishReason = finishReason(reason, err)
 	if t.reachedGoose {
-		ev.Actions.StateDelta[StateKeyUsage] = usageState(t.totals())
+		ev.Actions.StateDelta[UsageStateKey(t.g.cfg.Name)] = usageState(t.totals())
 	}
 	ev.UsageMetadata = usageMetadata(t.turnUsage())
 	if err != nil {
@@ -424,7 +450,7 @@ func (t *turn) recordUsage() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ic), t.g.cfg.UsageTimeout)
 	defer cancel()
 	err := t.g.cfg.Store.RecordUsage(ctx, UsageRecord{
-		Key: t.key, GooseSessionID: t.gooseID, Turn: t.turnUsage(), Totals: totals, At: time.Now(),
+		Key: t.key, Agent: t.g.cfg.Name, GooseSessionID: t.gooseID, Turn: t.turnUsage(), Totals: totals, At: time.Now(),
 	})
 	if err != nil {
 		t.g.cfg.Logger.ErrorContext(ctx, "failed to record token usage",
@@ -586,10 +612,10 @@ func usageState(u goose.Usage) map[string]any {
 	return map[string]any{"inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": total}
 }
 
-// usageFromState reads StateKeyUsage; values may be int64 (in memory) or
-// float64 (after a JSON round trip through the database).
-func usageFromState(st session.State) (goose.Usage, bool) {
-	v, err := st.Get(StateKeyUsage)
+// usageFromState reads a usage state key; values may be int64 (in memory)
+// or float64 (after a JSON round trip through the database).
+func usageFromState(st session.State, key string) (goose.Usage, bool) {
+	v, err := st.Get(key)
 	if err != nil {
 		return goose.Usage{}, false
 	}
@@ -615,6 +641,35 @@ func toInt64(v any) int64 {
 		return i
 	}
 	return 0
+}
+
+// storedGooseID is the goose session id the ADK session's state names for
+// this agent; legacy is true when it comes from the unscoped key of older
+// versions, which counts only if this agent wrote it.
+func (g *gooseAgent) storedGooseID(s session.Session) (id string, legacy bool) {
+	if id := stateString(s.State(), SessionIDStateKey(g.cfg.Name)); id != "" {
+		return id, false
+	}
+	if id = stateString(s.State(), StateKeySessionID); id == "" || !g.wroteLegacyKey(s.Events()) {
+		return "", false
+	}
+	return id, true
+}
+
+// wroteLegacyKey reports whether the last event that set the unscoped
+// session id key is this agent's.
+func (g *gooseAgent) wroteLegacyKey(evs session.Events) bool {
+	if evs == nil {
+		return false
+	}
+	for i := evs.Len() - 1; i >= 0; i-- {
+		if ev := evs.At(i); ev != nil {
+			if _, ok := ev.Actions.StateDelta[StateKeySessionID]; ok {
+				return ev.Author == g.cfg.Name
+			}
+		}
+	}
+	return false
 }
 
 func stateString(st session.State, key string) string {

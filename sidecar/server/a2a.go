@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"maps"
 	"net/url"
 	"strings"
 	"sync"
@@ -19,10 +20,23 @@ import (
 	adka2a "google.golang.org/adk/server/adka2a/v2"
 	"google.golang.org/adk/session"
 
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 
 	"net/http"
 )
+
+// a2aOutputMode is one artifact per non-partial ADK event: its partial
+// deltas are chunks of that artifact (append, no lastChunk) and the event
+// itself replaces them with the whole content and lastChunk=true. Every A2A
+// client then reads partial vs final from the A2A flags alone: adk-go's
+// remoteagent and ADK for TypeScript (partial = append || !lastChunk), and
+// plain SDK clients that fold artifact chunks. adka2a's default
+// (artifact-per-run) marks finals only through adk_partial metadata, which
+// ADK TS reads from the artifact, not the event: it took every final as a
+// partial, stored nothing, and showed the text twice plus the "{}" of the
+// reset chunk that also stayed in the task.
+const a2aOutputMode = adka2a.OutputArtifactPerEvent
 
 // A2A paths, the same as adk-go's `web a2a` launcher.
 const (
@@ -63,22 +77,23 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 	if err != nil {
 		return err
 	}
-	runnerCfg := runner.Config{AppName: s.cfg.AppName, Agent: s.agent, SessionService: s.sessions}
+	runnerCfg := runner.Config{AppName: s.cfg.AppName, Agent: s.agent, SessionService: s.adkSessions}
 	s.a2aExec = &drainingExecutor{
 		// Streaming calls: server-side SSE mode forwards goose's deltas as
 		// partial artifact updates (the client's mode does not matter).
 		streaming: adka2a.NewExecutor(adka2a.ExecutorConfig{
 			RunnerConfig: runnerCfg,
 			RunConfig:    agent.RunConfig{StreamingMode: agent.StreamingModeSSE},
+			OutputMode:   a2aOutputMode,
 		}),
-		// Unary calls get no partials (they would only leave an empty reset
-		// artifact in the task) and the turn's usage on the task metadata,
-		// where the ADK client reads it from a Task result.
+		// Unary calls get no partials and the turn's usage on the task
+		// metadata, where the ADK client reads it from a Task result.
 		unary: adka2a.NewExecutor(adka2a.ExecutorConfig{
 			RunnerConfig:         runnerCfg,
 			RunConfig:            agent.RunConfig{StreamingMode: agent.StreamingModeNone},
 			AfterEventCallback:   captureUsage,
 			AfterExecuteCallback: attachUsage,
+			OutputMode:           a2aOutputMode,
 		}),
 		stop:     s.stop,
 		control:  s.control,
@@ -86,6 +101,7 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 		turns:    s.turns,
 		turnWait: s.cfg.TurnWait,
 		sessions: s.sessions,
+		budget:   s.budget,
 	}
 	// The task store a2asrv would make by default, kept to answer peers'
 	// owner queries.
@@ -113,6 +129,7 @@ type drainingExecutor struct {
 	turns    *turnGate
 	turnWait time.Duration
 	sessions *sessionService
+	budget   *budget.Budget
 }
 
 // pick chooses the executor by the A2A method that started the execution.
@@ -130,6 +147,9 @@ var (
 
 func (d *drainingExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return d.track(ctx, func(ctx context.Context) iter.Seq2[a2a.Event, error] {
+		if evs := refuseOverBudget(d.budget, ec); evs != nil {
+			return eventsOf(evs)
+		}
 		return func(yield func(a2a.Event, error) bool) {
 			key := gooseagent.SessionKey{AppName: d.appName, UserID: a2aUserID(ctx, ec), SessionID: ec.ContextID}
 			release, err := d.turns.acquire(ctx, key, d.turnWait)
@@ -192,19 +212,26 @@ func a2aUserID(ctx context.Context, ec *a2asrv.ExecutorContext) string {
 // non-terminal WORKING status updates carrying the text: that is what A2A
 // clients show as progress, and adk-go's client turns them into partial
 // thought events. Everything else passes through.
+//
+// In artifact-per-event mode a notification can open the chunk artifact the
+// next deltas append to; that artifact never reached the client nor the
+// task store (which fails an append to an unknown artifact), so the first
+// delta that does reach them starts it instead of appending.
 func progressAsStatus(seq iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
+		unsent := map[a2a.ArtifactID]bool{}
 		for ev, err := range seq {
-			if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && err == nil && isNotification(au) {
-				var parts []*a2a.Part
-				for _, p := range au.Artifact.Parts {
-					if t := p.Text(); t != "" {
-						parts = append(parts, a2a.NewTextPart(t))
+			if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && err == nil {
+				switch {
+				case isNotification(au):
+					if !au.Append {
+						unsent[au.Artifact.ID] = true
 					}
+					ev = notificationStatus(au)
+				case unsent[au.Artifact.ID]:
+					delete(unsent, au.Artifact.ID)
+					au.Append = false
 				}
-				su := a2a.NewStatusUpdateEvent(au, a2a.TaskStateWorking, a2a.NewMessage(a2a.MessageRoleAgent, parts...))
-				su.Metadata = au.Metadata
-				ev = su
 			}
 			if !yield(ev, err) {
 				return
@@ -213,13 +240,33 @@ func progressAsStatus(seq iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, erro
 	}
 }
 
-func isNotification(au *a2a.TaskArtifactUpdateEvent) bool {
-	cm, ok := au.Metadata[adka2a.ToA2AMetaKey("custom_metadata")].(map[string]any)
-	if !ok {
-		return false
+func notificationStatus(au *a2a.TaskArtifactUpdateEvent) *a2a.TaskStatusUpdateEvent {
+	var parts []*a2a.Part
+	for _, p := range au.Artifact.Parts {
+		if t := p.Text(); t != "" {
+			parts = append(parts, a2a.NewTextPart(t))
+		}
 	}
-	_, ok = cm["goose_notification"]
-	return ok
+	su := a2a.NewStatusUpdateEvent(au, a2a.TaskStateWorking, a2a.NewMessage(a2a.MessageRoleAgent, parts...))
+	// Per-event mode puts the ADK metadata on the artifact; the legacy mode
+	// on the event. The status update has only the one.
+	su.Metadata = maps.Clone(au.Metadata)
+	if su.Metadata == nil {
+		su.Metadata = map[string]any{}
+	}
+	maps.Copy(su.Metadata, au.Artifact.Metadata)
+	return su
+}
+
+func isNotification(au *a2a.TaskArtifactUpdateEvent) bool {
+	for _, meta := range []map[string]any{au.Artifact.Metadata, au.Metadata} {
+		if cm, ok := meta[adka2a.ToA2AMetaKey("custom_metadata")].(map[string]any); ok {
+			if _, ok := cm["goose_notification"]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (d *drainingExecutor) Cleanup(ctx context.Context, ec *a2asrv.ExecutorContext, res a2a.SendMessageResult, err error) {

@@ -218,7 +218,7 @@ func TestRESTConfirmation(t *testing.T) {
 					t.Fatal("goose answered before the client")
 				}
 				state, _ := sc.history("u", "s")
-				gooseID, _ := jpath(state, "state", gooseagent.StateKeySessionID).(string)
+				gooseID, _ := jpath(state, "state", gooseagent.SessionIDStateKey(appName)).(string)
 				if obs.gooseMode != nil && obs.gooseMode(gooseID) != "approve" {
 					t.Fatalf("goose session mode %q", obs.gooseMode(gooseID))
 				}
@@ -361,7 +361,7 @@ func TestTwoSessionsAwaitingConfirmation(t *testing.T) {
 				_, frames := sc.runSSE(runBody("u", s, "delete x", true))
 				ids[s] = confirmationFrame(t, frames)
 				st, _ := sc.history("u", s)
-				goose[s], _ = jpath(st, "state", gooseagent.StateKeySessionID).(string)
+				goose[s], _ = jpath(st, "state", gooseagent.SessionIDStateKey(appName)).(string)
 			}
 			if goose["s1"] == goose["s2"] || ids["s1"] == ids["s2"] {
 				t.Fatalf("sessions share state: %v %v", goose, ids)

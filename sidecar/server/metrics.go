@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
 )
@@ -136,6 +137,8 @@ func routeName(r *http.Request) string {
 		return "agent_card"
 	case peering.OwnerPath:
 		return "peer_owner"
+	case budget.UsagePath:
+		return "peer_usage"
 	case "/healthz", "/readyz", "/health", "/stats", "/metrics", "/list-apps", "/version", "/run_live":
 		return strings.TrimPrefix(p, "/")
 	}

@@ -32,7 +32,9 @@ type replicaSet struct {
 	lbSc   *sidecar // requests through the balancer
 }
 
-func startReplicaSet(t *testing.T) *replicaSet {
+// startReplicaSet starts the pods; each of configure, if any, adjusts pod
+// i's server config.
+func startReplicaSet(t *testing.T, configure ...func(i int, cfg *server.Config)) *replicaSet {
 	t.Helper()
 	rs := &replicaSet{}
 	var mu sync.Mutex
@@ -59,6 +61,9 @@ func startReplicaSet(t *testing.T) *replicaSet {
 		rs.pods[i] = startSidecar(t, c, t.TempDir(), func(cfg *server.Config) {
 			cfg.Peers = peersOf(i)
 			cfg.PublicBaseURL = rs.lbURL
+			for _, f := range configure {
+				f(i, cfg)
+			}
 		})
 		mu.Lock()
 		urls[i] = rs.pods[i].URL

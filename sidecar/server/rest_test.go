@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
@@ -73,7 +75,7 @@ func TestRESTEndToEnd(t *testing.T) {
 			if len(evs) != 4 || jpath(evs[1], "content", "parts", 0, "text") != "echo: hello world" || jpath(evs[0], "author") != "user" {
 				t.Fatalf("persisted events: %s", body)
 			}
-			if jpath(sess, "state", gooseagent.StateKeySessionID) == nil || jpath(sess, "state", gooseagent.StateKeyUsage, "totalTokens") != 50.0 {
+			if jpath(sess, "state", gooseagent.SessionIDStateKey(appName)) == nil || jpath(sess, "state", gooseagent.UsageStateKey(appName), "totalTokens") != 50.0 {
 				t.Fatalf("state: %v", sess["state"])
 			}
 
@@ -113,7 +115,7 @@ func TestRESTEndToEnd(t *testing.T) {
 			if code != 200 || jpath(fin, "content", "parts", 0, "text") != "echo: xy" {
 				t.Fatalf("run after restart: %v", frames)
 			}
-			if _, changed := jpath(fin, "actions", "stateDelta").(map[string]any)[gooseagent.StateKeySessionID]; changed {
+			if _, changed := jpath(fin, "actions", "stateDelta").(map[string]any)[gooseagent.SessionIDStateKey(appName)]; changed {
 				t.Fatalf("a new goose session was started after restart: %v", fin)
 			}
 			if st3 := sc2.stats(); st3.Tokens.Total != 50+14 {
@@ -199,6 +201,61 @@ func TestReadyWhenGooseUp(t *testing.T) {
 			code, body := sc.doWith(http.MethodGet, "/readyz", nil, nil)
 			if code != 200 || !strings.Contains(string(body), fl.name) {
 				t.Fatalf("readyz: %d %s", code, body)
+			}
+		})
+	}
+}
+
+// TestDeleteSessionReachesGoose: DELETE of an ADK session deletes its goose
+// session (persisted in SQLite, so also after a sidecar restart), and the
+// same id created again starts a fresh goose conversation.
+func TestDeleteSessionReachesGoose(t *testing.T) {
+	for _, fl := range flavours {
+		t.Run(fl.name, func(t *testing.T) {
+			b := fl.start(t, goosetest.Echo)
+			dir := t.TempDir()
+			gooseID := func(sc *sidecar) string {
+				code, body := sc.do(http.MethodGet, "/apps/goose/users/u1/sessions/s1", nil)
+				var sess map[string]any
+				if code != 200 || json.Unmarshal(body, &sess) != nil {
+					t.Fatalf("get session: %d %s", code, body)
+				}
+				id, _ := jpath(sess, "state", gooseagent.SessionIDStateKey(appName)).(string)
+				return id
+			}
+			run := func(sc *sidecar) {
+				if code, body := sc.do(http.MethodPost, "/run", runBody("u1", "s1", "hi", false)); code != 200 || !strings.Contains(string(body), "echo: hi") {
+					t.Fatalf("run: %d %s", code, body)
+				}
+			}
+			del := func(sc *sidecar) {
+				if code, body := sc.do(http.MethodDelete, "/apps/goose/users/u1/sessions/s1", nil); code != 200 {
+					t.Fatalf("delete: %d %s", code, body)
+				}
+			}
+
+			// In the process that ran the turn.
+			sc := startSidecar(t, b, dir)
+			sc.createSession("u1", "s1")
+			run(sc)
+			first := gooseID(sc)
+			del(sc)
+			if _, err := b.GetSession(t.Context(), first); !errors.Is(err, goose.ErrSessionNotFound) {
+				t.Fatalf("goose session %s after the ADK delete: %v", first, err)
+			}
+			sc.createSession("u1", "s1")
+			run(sc)
+			second := gooseID(sc)
+			if second == "" || second == first {
+				t.Fatalf("re-created session went to goose session %q (first %q)", second, first)
+			}
+
+			// In a restarted sidecar, which knows the goose session from the state only.
+			sc.stop()
+			sc = startSidecar(t, b, dir)
+			del(sc)
+			if _, err := b.GetSession(t.Context(), second); !errors.Is(err, goose.ErrSessionNotFound) {
+				t.Fatalf("goose session %s after the ADK delete: %v", second, err)
 			}
 		})
 	}

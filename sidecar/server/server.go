@@ -7,6 +7,7 @@
 //	/a2a/v1/invoke               A2A 1.0 JSON-RPC (a2a-go v2 a2asrv + adk-go adka2a/v2)
 //	/a2a/invoke                  A2A 0.3 JSON-RPC (a2a-go a2av0 compat)
 //	/peer/v1/owner               whether this pod has a session or task (see package peering)
+//	/peer/v1/usage               this pod's token ledger, for its peers (see package budget)
 //	everything else              adk-go's adkrest server (ADK REST API and web UI wire)
 //
 // Every route except the open ones requires the inbound token. Every body
@@ -32,9 +33,18 @@
 // Config.TurnWait gets 409. Client mistakes get a 4xx with a JSON reason on
 // every route (guard.go).
 //
+// Sessions: DELETE of an ADK session also deletes its goose session and
+// what the agent holds for it (gooseagent.Controller.SessionService), so the
+// same id created again starts a fresh goose conversation.
+//
 // Replicas: with Config.Peers set, a request naming a session, A2A context or
 // task that another pod of the agent has is forwarded to that pod, and a
 // user's session list merges every pod's (package peering).
+//
+// Token budget (package budget): while the agent's budget is spent, a
+// /run or /run_sse that would start a turn is answered 429 with a JSON
+// reason and Retry-After, and an A2A message ends in a FAILED task with the
+// same reason; answers to pending tool confirmations still pass.
 //
 // Cancellation: a REST client that goes away cancels the goose reply (its
 // request context); A2A CancelTask ends the task canceled and cancels goose
@@ -63,9 +73,11 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
+	"github.com/adk2goose/goose-operator/sidecar/workspace"
 )
 
 // ErrDraining is the cancellation cause of requests still running when the
@@ -121,6 +133,17 @@ type Config struct {
 	// Peers lists the other sidecars of the agent (replicas > 1); nil serves
 	// every request here.
 	Peers peering.Peers
+	// Workspaces, when set, gives each ADK user or session its own goose
+	// working directory (in place of StartOptions.WorkingDir), removes a
+	// session's directory when the session is deleted, and sweeps unused
+	// ones on its retention. The caller closes it after the server.
+	Workspaces *workspace.Manager
+	// PodName names this replica in the token ledger; default the hostname
+	// (a StatefulSet pod's name, stable across restarts).
+	PodName string
+	// Budget configures the agent's token budget (File, SyncInterval, Now);
+	// Peers, Token and Logger are filled in from this Config.
+	Budget budget.Config
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -178,13 +201,16 @@ type Server struct {
 	agent    agent.Agent
 	control  *gooseagent.Controller
 	sessions *sessionService
-	sessDBs  []*sql.DB
-	usage    *UsageStore
-	activity *activity
-	metrics  *metrics
-	a2aExec  *drainingExecutor
-	tasks    taskstore.Store
-	turns    *turnGate
+	// adkSessions is sessions as ADK's servers see it: a delete also
+	// reaches goose and releases what the agent holds for the session.
+	adkSessions session.Service
+	sessDBs     []*sql.DB
+	usage       *UsageStore
+	activity    *activity
+	metrics     *metrics
+	a2aExec     *drainingExecutor
+	tasks       taskstore.Store
+	turns       *turnGate
 
 	// stop is cancelled (cause ErrDraining) when the drain timeout ends:
 	// request contexts and A2A executions are linked to it, so open streams
@@ -194,6 +220,13 @@ type Server struct {
 	cancelStop context.CancelCauseFunc
 	inflight   sync.WaitGroup
 	closeOnce  sync.Once
+	// sweeper is the workspace retention loop, ended by stop.
+	sweeper sync.WaitGroup
+
+	ledger *budget.Ledger
+	budget *budget.Budget
+	// budgetDone closes when the budget's sync loop has stopped.
+	budgetDone chan struct{}
 }
 
 // New builds the server: opens the SQLite stores in DataDir, builds the goose
@@ -216,34 +249,56 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}()
 
 	var err error
-	s.sessDBs, s.sessions, err = openSessionService(ctx, filepath.Join(cfg.DataDir, SessionsDBFile))
+	var sessions *sessionService
+	s.sessDBs, sessions, err = openSessionService(ctx, filepath.Join(cfg.DataDir, SessionsDBFile))
 	if err != nil {
 		return nil, err
 	}
+	s.sessions = sessions
 	s.usage, err = OpenUsageStore(ctx, filepath.Join(cfg.DataDir, UsageDBFile))
 	if err != nil {
 		return nil, err
 	}
 
 	s.metrics = newMetrics()
+	if err := s.openBudget(ctx); err != nil {
+		return nil, err
+	}
 	s.activity = newActivity(s.metrics)
+	var workspaces gooseagent.Workspaces
+	if ws := cfg.Workspaces; ws != nil {
+		workspaces = ws
+		sessions.onDelete(func(ctx context.Context, req *session.DeleteRequest) {
+			if err := ws.Remove(ctx, req.UserID, req.SessionID); err != nil {
+				// The session is gone; its directory ages out with the retention.
+				s.log.WarnContext(ctx, "failed to remove the deleted session's workspace",
+					"adk_session", req.SessionID, "error", err)
+			}
+		})
+		s.sweeper.Go(func() { ws.Run(s.stop, workspace.SweepInterval(ws.Retention())) })
+	}
 	s.agent, s.control, err = gooseagent.NewWithController(gooseagent.Config{
 		Name:                cfg.AppName,
 		Description:         cfg.Description,
 		Backend:             cfg.Backend,
 		StartOptions:        cfg.StartOptions,
-		Store:               s.usage,
+		Store:               s.budget.Store(s.usage),
 		Observer:            s.activity,
 		Logger:              cfg.Logger,
 		ConfirmationTimeout: cfg.ConfirmationTimeout,
 		SessionService:      s.sessions,
+		Workspaces:          workspaces,
 	})
 	if err != nil {
 		return nil, err
 	}
+	// Deleting an ADK session (the REST route) also deletes its goose
+	// session and releases what the agent holds for it, so the same id
+	// created again starts a fresh goose conversation.
+	s.adkSessions = s.control.SessionService(s.sessions)
 
 	rest, err := adkrest.NewServer(adkrest.ServerConfig{
-		SessionService:  s.sessions,
+		SessionService:  s.adkSessions,
 		AgentLoader:     agent.NewSingleLoader(s.agent),
 		SSEWriteTimeout: cfg.SSEWriteTimeout,
 	})
@@ -259,8 +314,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.mountA2A(mux); err != nil {
 		return nil, err
 	}
-	mux.Handle("/", s.guardSessions(lenient(rest, s.serveRun)))
+	mux.Handle("/", s.guardSessions(lenient(s.budgetGate(rest), s.serveRun)))
 	mux.Handle("GET "+peering.OwnerPath, peering.OwnerHandler(s, s.log))
+	mux.Handle("GET "+budget.UsagePath, s.budget.Handler())
 
 	var h http.Handler = mux
 	if cfg.Peers != nil {
@@ -297,7 +353,7 @@ func (s *Server) Agent() agent.Agent { return s.agent }
 // SessionService is the ADK session service (SQLite). It wraps adk-go's
 // database service, so database.AutoMigrate does not accept it (New has
 // migrated the database already).
-func (s *Server) SessionService() session.Service { return s.sessions }
+func (s *Server) SessionService() session.Service { return s.adkSessions }
 
 // Serve serves on ln until ctx is done, then drains: it stops accepting,
 // lets running requests and streams finish for up to drain, then ends what
@@ -376,9 +432,11 @@ func (s *Server) Close() error {
 			_ = s.a2aExec.wait(ctx)
 			cancel()
 		}
+		s.sweeper.Wait()
 		if s.usage != nil {
 			err = errors.Join(err, s.usage.Close())
 		}
+		err = errors.Join(err, s.closeBudget())
 		for _, db := range s.sessDBs {
 			err = errors.Join(err, db.Close())
 		}

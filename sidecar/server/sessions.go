@@ -129,10 +129,18 @@ type sessionService struct {
 	session.Service // reads
 	w               session.Service
 	gate            chan struct{}
+	// deleted run, in order, after a session was deleted, to clean up what
+	// it owned outside the database. Set up before serving.
+	deleted []func(context.Context, *session.DeleteRequest)
 
 	mu sync.Mutex
 	// pending is the background write of each session's user message.
 	pending map[sessionID]*pendingWrite
+}
+
+// onDelete adds a hook run after every successful Delete.
+func (s *sessionService) onDelete(f func(context.Context, *session.DeleteRequest)) {
+	s.deleted = append(s.deleted, f)
 }
 
 type sessionID struct{ app, user, id string }
@@ -205,6 +213,16 @@ func (s *sessionService) Delete(ctx context.Context, req *session.DeleteRequest)
 	if err := s.flush(sessionID{req.AppName, req.UserID, req.SessionID}); err != nil {
 		return err
 	}
+	if err := s.delete(ctx, req); err != nil {
+		return err
+	}
+	for _, f := range s.deleted {
+		f(ctx, req)
+	}
+	return nil
+}
+
+func (s *sessionService) delete(ctx context.Context, req *session.DeleteRequest) error {
 	defer s.acquire(ctx)()
 	return s.w.Delete(ctx, req)
 }

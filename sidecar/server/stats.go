@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/adk/session"
+
+	"github.com/adk2goose/goose-operator/sidecar/budget"
 )
 
 // Stats is the JSON body of GET /stats, consumed by the operator's status
@@ -32,6 +34,9 @@ type Stats struct {
 	Tokens              TokenStats   `json:"tokens"`
 	ActiveWindowSeconds float64      `json:"activeWindowSeconds"`
 	GeneratedAt         time.Time    `json:"generatedAt"`
+	// Budget is the agent's token budget and its use in the current period,
+	// as this pod knows it; absent without a budget.
+	Budget *budget.Status `json:"budget,omitempty"`
 }
 
 // SessionStats is Stats.Sessions.
@@ -74,6 +79,7 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 		return st, err
 	}
 	st.Tokens = TokenStats{Input: u.InputTokens, Output: u.OutputTokens, Total: u.TotalTokens}
+	st.Budget = s.budget.Status()
 	return st, nil
 }
 

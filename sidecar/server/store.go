@@ -4,14 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
-	"path/filepath"
 	"time"
 
-	// Pure-Go SQLite (modernc.org/sqlite underneath): the same driver adk-go's
-	// database session service is tested with, so one driver, no cgo.
-	_ "github.com/glebarez/go-sqlite"
-
+	"github.com/adk2goose/goose-operator/internal/sqlitedsn"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
@@ -22,18 +17,8 @@ const (
 	UsageDBFile    = "usage.db"    // per-session token totals (UsageStore)
 )
 
-// sqliteDSN builds a DSN for the glebarez driver. WAL lets readers run
-// beside the single writer, busy_timeout waits out short write locks, and
-// immediate transactions avoid the lock-upgrade deadlock that busy_timeout
-// cannot resolve.
-func sqliteDSN(path string) string {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Set("_txlock", "immediate")
-	return "file:" + filepath.ToSlash(path) + "?" + q.Encode()
-}
+// sqliteDSN is the DSN every SQLite file of the sidecar is opened with.
+func sqliteDSN(path string) string { return sqlitedsn.DSN(path) }
 
 // UsageStore keeps each ADK session's accumulated goose token totals and
 // last use in SQLite. Rows outlive deleted sessions on purpose: tokens that

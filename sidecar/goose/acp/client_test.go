@@ -32,7 +32,7 @@ func newPair(t testing.TB, opts ...goosetest.ServeOption) (*goosetest.Serve, *Cl
 
 func startSession(t testing.TB, c *Client) string {
 	t.Helper()
-	s, err := c.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/workspace"})
+	s, err := c.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/tmp"})
 	if err != nil {
 		t.Fatalf("StartSession: %v", err)
 	}
@@ -73,7 +73,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestStartSessionIDFormatAndOptions(t *testing.T) {
 	srv, c := newPair(t)
 	s, err := c.StartSession(context.Background(), goose.StartOptions{
-		WorkingDir: "/workspace", Provider: "anthropic", Model: "claude-x", Mode: "approve",
+		WorkingDir: "/tmp", Provider: "anthropic", Model: "claude-x", Mode: "approve",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestStartSessionIDFormatAndOptions(t *testing.T) {
 	if !regexp.MustCompile(`^\d{8}_\d+$`).MatchString(s.ID) {
 		t.Errorf("session id %q is not goose's YYYYMMDD_N", s.ID)
 	}
-	if s.WorkingDir != "/workspace" {
+	if s.WorkingDir != "/tmp" {
 		t.Errorf("WorkingDir = %q", s.WorkingDir)
 	}
 	got, ok := srv.Session(s.ID)
@@ -460,7 +460,7 @@ func TestUnauthorized(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, err = c.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/w"})
+	_, err = c.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/tmp"})
 	if !errors.Is(err, goose.ErrUnauthorized) {
 		t.Fatalf("err = %v, want ErrUnauthorized", err)
 	}
@@ -510,7 +510,7 @@ func TestUnavailable(t *testing.T) {
 	if err := c.Health(ctx); !errors.Is(err, goose.ErrUnavailable) {
 		t.Errorf("Health on a closed port = %v", err)
 	}
-	if _, err := c.StartSession(ctx, goose.StartOptions{WorkingDir: "/w"}); !errors.Is(err, goose.ErrUnavailable) {
+	if _, err := c.StartSession(ctx, goose.StartOptions{WorkingDir: "/tmp"}); !errors.Is(err, goose.ErrUnavailable) {
 		t.Errorf("StartSession on a closed port = %v", err)
 	}
 }
@@ -519,9 +519,9 @@ func TestListGetDeleteSessions(t *testing.T) {
 	srv, c := newPair(t)
 	ctx := context.Background()
 	for range 120 {
-		srv.SeedSession("/workspace", 2)
+		srv.SeedSession("/tmp", 2)
 	}
-	empty := srv.SeedSession("/workspace", 0)
+	empty := srv.SeedSession("/tmp", 0)
 	list, err := c.ListSessions(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -538,7 +538,7 @@ func TestListGetDeleteSessions(t *testing.T) {
 			t.Fatalf("bad listing entry %q", s.ID)
 		}
 		seen[s.ID] = true
-		if s.MessageCount != 2 || s.WorkingDir != "/workspace" || s.CreatedAt.IsZero() || s.UpdatedAt.IsZero() {
+		if s.MessageCount != 2 || s.WorkingDir != "/tmp" || s.CreatedAt.IsZero() || s.UpdatedAt.IsZero() {
 			t.Fatalf("session = %+v", s)
 		}
 	}
@@ -556,7 +556,7 @@ func TestListGetDeleteSessions(t *testing.T) {
 
 func TestResumeSessionLoads(t *testing.T) {
 	srv, c := newPair(t)
-	id := srv.SeedSession("/workspace", 4)
+	id := srv.SeedSession("/tmp", 4)
 	s, err := c.ResumeSession(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)

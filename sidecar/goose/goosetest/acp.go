@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -847,6 +848,9 @@ func (c *serveConn) newSession(m acpRpcIn) {
 		c.fail(m.ID, -32602, "Invalid params", map[string]any{"error": "cwd must be an absolute path and mcpServers is required"})
 		return
 	}
+	if !c.validCwd(m.ID, p.Cwd) {
+		return
+	}
 	c.s.mu.Lock()
 	ss := c.s.newSessionLocked(p.Cwd)
 	res := map[string]any{
@@ -860,11 +864,41 @@ func (c *serveConn) newSession(m acpRpcIn) {
 	c.setupNotifications(ss)
 }
 
+// validCwd reproduces upstream validate_absolute_cwd (crates/goose/src/acp/
+// server.rs), which session/new and session/load both run: the directory
+// must exist in goose's file system, else -32602 "invalid directory path".
+func (c *serveConn) validCwd(id json.RawMessage, cwd string) bool {
+	if fi, err := os.Stat(cwd); !strings.HasPrefix(cwd, "/") || err != nil || !fi.IsDir() {
+		c.fail(id, -32602, "Invalid params", "invalid directory path")
+		return false
+	}
+	return true
+}
+
 func (c *serveConn) loadSession(m acpRpcIn) {
-	sid := acpSessionParams(m.Params)
+	var p struct {
+		SessionID string `json:"sessionId"`
+		Cwd       string `json:"cwd"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	sid := p.SessionID
 	c.s.mu.Lock()
 	ss := c.s.sessions[sid]
+	c.s.mu.Unlock()
+	if ss == nil {
+		c.notFound(m.ID, sid)
+		return
+	}
+	// Upstream looks the session up first, then checks the cwd and makes it
+	// the session's working directory (load_session.rs,
+	// prepare_session_for_activation).
+	if !c.validCwd(m.ID, p.Cwd) {
+		return
+	}
+	c.s.mu.Lock()
+	ss = c.s.sessions[sid]
 	if ss != nil {
+		ss.cwd = p.Cwd
 		c.s.loads = append(c.s.loads, sid)
 	}
 	var history []serveHistory

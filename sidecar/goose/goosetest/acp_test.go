@@ -84,7 +84,7 @@ func (c *rawClient) initialize(custom bool) {
 
 func (c *rawClient) newSession() string {
 	c.t.Helper()
-	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/workspace","mcpServers":[]}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
 	_, res := c.recvUntilResponse(2)
 	return res["result"].(map[string]any)["sessionId"].(string)
 }

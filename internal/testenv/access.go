@@ -1,0 +1,54 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+)
+
+// Access is one request a user may or may not make.
+type Access struct {
+	Group, Resource, Verb string
+	// Allowed is the answer to wait for.
+	Allowed bool
+}
+
+func (a Access) String() string {
+	word := "may not"
+	if a.Allowed {
+		word = "may"
+	}
+	return fmt.Sprintf("%s %s.%s %q", word, a.Verb, a.Resource, a.Group)
+}
+
+// WaitForAccess waits until the API server's authorizer gives user in
+// namespace ns every answer in want. RBAC objects take effect only once the
+// authorizer's informers have them, which under load is after their create
+// returned: a test that just wrote a Role must wait for it, not assume it.
+func (e *Env) WaitForAccess(t testing.TB, user, ns string, want ...Access) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, w := range want {
+		for {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: ns, Group: w.Group, Resource: w.Resource, Verb: w.Verb,
+				},
+			}}
+			err := e.Client.Create(ctx, sar)
+			if err == nil && sar.Status.Allowed == w.Allowed {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("user %s in %s still not: %s (last answer %+v, error %v)", user, ns, w, sar.Status, err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}

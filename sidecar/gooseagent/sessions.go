@@ -1,0 +1,120 @@
+package gooseagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"google.golang.org/adk/session"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+)
+
+// DeleteSession forgets an ADK session that is being deleted, so that a
+// session created later under the same id starts a fresh goose
+// conversation: a pending tool confirmation is denied and its reply
+// cancelled, the goose session is deleted from goose, and what the agent
+// keeps in memory for the session is released. It waits for a running turn
+// of the session to end. sess is the ADK session as it was before the
+// deletion, whose state names the goose session after a restart; nil uses
+// only what this process remembers.
+//
+// A goose session goose no longer has is not an error, nor is a goose that
+// cannot delete sessions (goosed 1.38-1.41, goose.ErrUnsupported): its
+// conversation stays in goose, unreachable from ADK.
+//
+// Programs usually let SessionService call it.
+func (c *Controller) DeleteSession(ctx context.Context, key SessionKey, sess session.Session) error {
+	return c.g.deleteSession(ctx, key, sess, nil)
+}
+
+// deleteSession does DeleteSession; deleteADK, when set, deletes the ADK
+// session first, under the session's turn lock, and nothing else happens
+// when it fails.
+func (g *gooseAgent) deleteSession(ctx context.Context, key SessionKey, sess session.Session, deleteADK func(context.Context) error) error {
+	e := g.entry(key)
+	defer g.unuse(e)
+	if err := e.acquire(ctx); err != nil {
+		return fmt.Errorf("failed to wait for the running turn of session %q: %w", key.SessionID, err)
+	}
+	defer e.release()
+	if deleteADK != nil {
+		if err := deleteADK(ctx); err != nil {
+			return err
+		}
+	}
+	var ids []string
+	add := func(id string) {
+		if id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	if p := g.pending(e); p != nil && g.claim(e, p) {
+		g.deny(key, e, p, ErrorCodeCancelled, "cancelled because the ADK session was deleted")
+		add(p.gooseID)
+	}
+	add(e.gooseID)
+	if sess != nil {
+		id, _ := g.storedGooseID(sess)
+		add(id)
+	}
+	g.mu.Lock()
+	e.gooseID, e.ready, e.totals, e.resolved = "", false, nil, nil
+	if g.sessions[key] == e && e.refs == 1 {
+		delete(g.sessions, key)
+	}
+	g.mu.Unlock()
+
+	var errs []error
+	for _, id := range ids {
+		err := g.cfg.Backend.DeleteSession(ctx, id)
+		switch {
+		case err == nil, errors.Is(err, goose.ErrSessionNotFound):
+			g.cfg.Logger.InfoContext(ctx, "deleted goose session", "adk_session", key.SessionID, "goose_session", id)
+		case errors.Is(err, goose.ErrUnsupported):
+			g.cfg.Logger.InfoContext(ctx, "goose cannot delete sessions; its conversation stays in goose",
+				"adk_session", key.SessionID, "goose_session", id)
+		default:
+			errs = append(errs, fmt.Errorf("failed to delete goose session %q: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SessionService returns svc whose Delete also calls DeleteSession for this
+// agent, after the ADK session is gone. Hand it to whatever deletes
+// sessions (adk-go's adkrest server, your own code); several goose agents
+// of one tree wrap it in turn. A goose session that cannot be deleted is
+// logged, not returned: the ADK session is gone and a new one under its id
+// starts a fresh goose conversation all the same.
+func (c *Controller) SessionService(svc session.Service) session.Service {
+	return &deletingService{Service: svc, c: c}
+}
+
+type deletingService struct {
+	session.Service
+	c *Controller
+}
+
+func (s *deletingService) Delete(ctx context.Context, req *session.DeleteRequest) error {
+	var sess session.Session
+	got, err := s.Get(ctx, &session.GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID})
+	if err == nil && got != nil {
+		sess = got.Session
+	}
+	deleted := false
+	err = s.c.g.deleteSession(ctx, SessionKey{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID}, sess,
+		func(ctx context.Context) error {
+			if err := s.Service.Delete(ctx, req); err != nil {
+				return err
+			}
+			deleted = true
+			return nil
+		})
+	if err != nil && deleted {
+		s.c.g.cfg.Logger.WarnContext(ctx, "ADK session deleted, its goose session not", "adk_session", req.SessionID, "error", err)
+		return nil
+	}
+	return err
+}
