@@ -198,12 +198,40 @@ func labelledChildren(t testing.TB, a *agentsv1alpha1.GooseAgent) []string {
 	return out
 }
 
+// deleteAgentsAndChildren deletes every GooseAgent of ns and the children
+// the operator made for them.
+func deleteAgentsAndChildren(t testing.TB, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	sel := client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}
+	for _, l := range []client.ObjectList{&agentsv1alpha1.GooseAgentList{}, &appsv1.StatefulSetList{}, &corev1.ServiceList{},
+		&corev1.ConfigMapList{}, &corev1.SecretList{}, &networkingv1.NetworkPolicyList{}} {
+		opts := []client.ListOption{client.InNamespace(ns)}
+		if _, agents := l.(*agentsv1alpha1.GooseAgentList); !agents {
+			opts = append(opts, sel)
+		}
+		if err := env.Client.List(ctx, l, opts...); err != nil {
+			t.Fatal(err)
+		}
+		items, _ := meta.ExtractList(l)
+		for _, it := range items {
+			if err := env.Client.Delete(ctx, it.(client.Object)); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestGoldenChildren: each fixture, created in a real apiserver, yields
 // exactly the golden children, each owned by the agent, and a pod spec that
 // passes the restricted Pod Security Standard.
 func TestGoldenChildren(t *testing.T) {
 	needEnv(t)
 	ensureNamespace(t, "agents") // the fixtures' namespace, as in the golden files
+	// Registered first, so it runs once the manager has stopped: envtest has
+	// no garbage collector, and the next run (go test -count) creates the
+	// same agents in the same namespace again.
+	t.Cleanup(func() { deleteAgentsAndChildren(t, "agents") })
 	startManager(t, harnessOpts{generate: fixtures.GenerateFixed})
 	cases, err := fixtures.Load()
 	if err != nil {

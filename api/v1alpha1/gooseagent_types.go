@@ -143,6 +143,40 @@ type GooseAgentSpec struct {
 	// finish. Changing its values takes effect without restarting the pods.
 	// +optional
 	Budget *BudgetSpec `json:"budget,omitempty"`
+
+	// Telemetry exports OpenTelemetry traces over OTLP/HTTP: the sidecar's
+	// span of every turn (continuing the client's W3C traceparent) and, as
+	// goose supports OTLP itself, goose's own traces, metrics and logs.
+	// Without it nothing is exported.
+	// +optional
+	Telemetry *TelemetrySpec `json:"telemetry,omitempty"`
+}
+
+// TelemetrySpec configures OTLP export; it becomes the standard OTEL_*
+// environment of the sidecar and goose containers.
+type TelemetrySpec struct {
+	// Endpoint is the OTLP/HTTP base URL (OTEL_EXPORTER_OTLP_ENDPOINT), e.g.
+	// http://otel-collector.observability.svc:4318.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="spec.telemetry.endpoint must be an http or https URL"
+	// +required
+	Endpoint string `json:"endpoint"`
+
+	// HeadersFrom are headers sent with every export, with values from
+	// Secrets (an API key, say). Values are used as they are: percent-encode
+	// commas (OTEL_EXPORTER_OTLP_HEADERS format).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	HeadersFrom []SecretHeader `json:"headersFrom,omitempty"`
+
+	// SamplingPercent is the share of new traces recorded (0 to 100). A
+	// trace a client started and sampled is always continued. Default 100.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	SamplingPercent *int32 `json:"samplingPercent,omitempty"`
 }
 
 // BudgetPeriod is the calendar period a token budget applies to, in UTC.

@@ -104,6 +104,24 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestWorkspaceSettingsAccepted: the edges of spec.workspace that must pass.
+func TestWorkspaceSettingsAccepted(t *testing.T) {
+	ns := newNamespace(t)
+	env := testenv.Shared(t)
+	for i, w := range []agentsv1alpha1.WorkspaceSpec{
+		{Scope: agentsv1alpha1.WorkspaceScopeAgent, Retention: &metav1.Duration{}}, // 0s: keep
+		{Scope: agentsv1alpha1.WorkspaceScopeUser, Retention: &metav1.Duration{Duration: time.Hour}},
+		{Scope: agentsv1alpha1.WorkspaceScopeSession, Seed: &agentsv1alpha1.WorkspaceSeed{ConfigMapName: "starter.files"}},
+		{Seed: &agentsv1alpha1.WorkspaceSeed{ConfigMapName: "starter"}}, // scope defaults to session
+	} {
+		ga := validAgent(ns, fmt.Sprintf("ws-%d", i))
+		ga.Spec.Workspace = w
+		if err := env.Client.Create(context.Background(), ga); err != nil {
+			t.Errorf("workspace %+v rejected: %v", w, err)
+		}
+	}
+}
+
 func TestInvalidAgentsAreRejected(t *testing.T) {
 	ns := newNamespace(t)
 	env := testenv.Shared(t)
@@ -210,6 +228,12 @@ func TestInvalidAgentsAreRejected(t *testing.T) {
 		{"budget output limit of zero", func(g *agentsv1alpha1.GooseAgent) {
 			g.Spec.Budget = &agentsv1alpha1.BudgetSpec{Period: agentsv1alpha1.BudgetPeriodWeek, TotalTokens: 10, OutputTokens: ptr.To[int64](0)}
 		}, []string{"spec.budget.outputTokens"}},
+		{"telemetry endpoint not a URL", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Telemetry = &agentsv1alpha1.TelemetrySpec{Endpoint: "otel-collector:4318"}
+		}, []string{"spec.telemetry.endpoint", "http or https URL"}},
+		{"telemetry sampling over 100", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Telemetry = &agentsv1alpha1.TelemetrySpec{Endpoint: "http://otel:4318", SamplingPercent: ptr.To[int32](101)}
+		}, []string{"spec.telemetry.samplingPercent"}},
 		{"name too long", func(g *agentsv1alpha1.GooseAgent) { g.Name = strings.Repeat("a", 48) },
 			[]string{"metadata.name", "at most 47 characters"}},
 		{"name starting with a digit", func(g *agentsv1alpha1.GooseAgent) { g.Name = "1agent" },

@@ -262,6 +262,18 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		// Peers listen on the same port as this sidecar.
 		peers = peering.DNSPeers(o.peersHost, ln.Addr().(*net.TCPAddr).Port, o.podIP)
 	}
+	tp, stopTracing, err := setupTracing(ctx)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Warn("failed to flush traces", "error", err)
+		}
+	}()
 	var origins []string
 	if o.corsOrigins != "" {
 		origins = strings.Split(o.corsOrigins, ",")
@@ -287,6 +299,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		Workspaces:          workspaces,
 		PodName:             o.podName,
 		Budget:              budget.Config{File: o.budgetFile, SyncInterval: o.budgetSyncInterval},
+		TracerProvider:      tp,
 		Logger:              log,
 	})
 	if err != nil {

@@ -68,6 +68,11 @@ func References(a *agentsv1alpha1.GooseAgent) []Ref {
 			secret(h.SecretKeyRef)
 		}
 	}
+	if t := spec.Telemetry; t != nil {
+		for _, h := range t.HeadersFrom {
+			secret(h.SecretKeyRef)
+		}
+	}
 	if t := spec.Sidecar.Auth.TokenSecretRef; t != nil {
 		secret(*t)
 	}

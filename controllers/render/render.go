@@ -774,6 +774,7 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		// apiVersion is the apiserver's default, spelled out so a resync sees no drift.
 		WithEnv(corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().
 			WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("status.podIP")))).
+		WithEnv(telemetryEnv(a)...).
 		WithPorts(corev1ac.ContainerPort().WithName(PortName).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP)).
 		WithStartupProbe(probe("/healthz", 1, 60)).
 		WithLivenessProbe(probe("/healthz", 10, 3)).
@@ -799,6 +800,8 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		WithImage(gooseImage).
 		WithWorkingDir(ws).
 		WithEnv(env...).
+		// goose exports over OTLP itself when the standard environment says so.
+		WithEnv(telemetryEnv(a)...).
 		WithSecurityContext(restrictedContainer()).
 		WithVolumeMounts(gooseMounts...)
 	if flavor(a) == agentsv1alpha1.ServerFlavorGoosed {
@@ -913,6 +916,35 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 		WithLabels(Labels(a)).
 		WithOwnerReferences(ownerRef(a)).
 		WithSpec(stsSpec), nil
+}
+
+// telemetryEnv is spec.telemetry as the standard OTEL_* environment, which
+// adk2goose (through adk-go's telemetry package) and goose both read. Header
+// values come from Secrets through env vars that OTEL_EXPORTER_OTLP_HEADERS
+// names with Kubernetes' $(VAR) expansion, so no secret is rendered.
+func telemetryEnv(a *agentsv1alpha1.GooseAgent) []*corev1ac.EnvVarApplyConfiguration {
+	t := a.Spec.Telemetry
+	if t == nil {
+		return nil
+	}
+	env := []*corev1ac.EnvVarApplyConfiguration{envValue("OTEL_EXPORTER_OTLP_ENDPOINT", t.Endpoint)}
+	var headers []string
+	for i, h := range t.HeadersFrom {
+		name := fmt.Sprintf("ADK2GOOSE_OTLP_HEADER_%d", i)
+		env = append(env, envSecret(name, h.SecretKeyRef))
+		headers = append(headers, h.Name+"=$("+name+")")
+	}
+	if len(headers) > 0 {
+		env = append(env, envValue("OTEL_EXPORTER_OTLP_HEADERS", strings.Join(headers, ",")))
+	}
+	percent := int32(100)
+	if t.SamplingPercent != nil {
+		percent = *t.SamplingPercent
+	}
+	return append(env,
+		envValue("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+		envValue("OTEL_TRACES_SAMPLER_ARG", strconv.FormatFloat(float64(percent)/100, 'f', -1, 64)),
+		envValue("OTEL_RESOURCE_ATTRIBUTES", "k8s.namespace.name="+a.Namespace+",gooseagent.name="+a.Name))
 }
 
 func hasSecretHeaders(a *agentsv1alpha1.GooseAgent) bool {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/internal/fixtures"
@@ -322,5 +323,40 @@ func TestBudgetChangeRollsNoPod(t *testing.T) {
 	y, _ := render.ToYAML(none.Objects())
 	if _, ok := none.ConfigMap.Data[render.KeyBudget]; ok || strings.Contains(string(y), "budget") {
 		t.Fatal("an agent without a budget renders one")
+	}
+}
+
+// TestTelemetryEnv: spec.telemetry reaches the sidecar and goose as the
+// standard OTEL_* environment, header values only as Secret references, and
+// a rotated header Secret rolls the pods (env is read at start).
+func TestTelemetryEnv(t *testing.T) {
+	c := loadCase(t, "budget")
+	d := build(t, c)
+	spec := d.StatefulSet.Spec.Template.Spec
+	for _, ctr := range []corev1ac.ContainerApplyConfiguration{spec.InitContainers[1], spec.Containers[0]} {
+		env := map[string]corev1ac.EnvVarApplyConfiguration{}
+		for _, e := range ctr.Env {
+			env[*e.Name] = e
+		}
+		if v := env["OTEL_EXPORTER_OTLP_ENDPOINT"].Value; v == nil || *v != "http://otel-collector.observability.svc:4318" {
+			t.Errorf("%s: endpoint %v", *ctr.Name, v)
+		}
+		if v := env["OTEL_EXPORTER_OTLP_HEADERS"].Value; v == nil || *v != "x-api-key=$(ADK2GOOSE_OTLP_HEADER_0)" {
+			t.Errorf("%s: headers %v", *ctr.Name, v)
+		}
+		if h := env["ADK2GOOSE_OTLP_HEADER_0"]; h.ValueFrom == nil || *h.ValueFrom.SecretKeyRef.Name != "otel" || h.Value != nil {
+			t.Errorf("%s: the header must come from its Secret: %+v", *ctr.Name, h)
+		}
+		if v := env["OTEL_TRACES_SAMPLER_ARG"].Value; v == nil || *v != "0.25" {
+			t.Errorf("%s: sampler arg %v", *ctr.Name, v)
+		}
+	}
+	c.Secrets[1].StringData["api-key"] = "rotated"
+	if build(t, c).ConfigHash == d.ConfigHash {
+		t.Error("a rotated OTLP header Secret does not roll the pods")
+	}
+	c.Agent.Spec.Telemetry = nil
+	if y, _ := render.ToYAML(build(t, c).Objects()); strings.Contains(string(y), "OTEL_") {
+		t.Error("an agent without telemetry renders OTEL_ variables")
 	}
 }

@@ -1,5 +1,6 @@
 // Command load runs many concurrent /run_sse streams through the real
-// adk2goose binary against the fake `goose serve` and prints a table: how
+// adk2goose binary against the fake `goose serve` (or, -flavor goosed, the
+// fake goosed) and prints a table: how
 // many completed, errors, how many were open at once, time to first event,
 // and the sidecar's RSS, goroutines and CPU before, during and after.
 //
@@ -44,7 +45,9 @@ const (
 
 type config struct {
 	binary       string
+	flavor       string
 	streams      int
+	turns        int
 	runs         int
 	deltas       int
 	replyTime    time.Duration
@@ -57,7 +60,9 @@ type config struct {
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.binary, "adk2goose", "bin/adk2goose", "the adk2goose binary to load")
+	flag.StringVar(&cfg.flavor, "flavor", "serve", "the fake goose: serve (ACP) or goosed (REST)")
 	flag.IntVar(&cfg.streams, "streams", 2000, "concurrent /run_sse streams per run, each on its own session")
+	flag.IntVar(&cfg.turns, "turns", 1, "turns per session, one after the other (TTFE of the first and of the later turns are shown apart)")
 	flag.IntVar(&cfg.runs, "runs", 10, "runs")
 	flag.IntVar(&cfg.deltas, "deltas", 20, "text deltas per reply")
 	flag.DurationVar(&cfg.replyTime, "reply-time", 3*time.Second, "how long goose takes to stream one reply (its deltas evenly spread)")
@@ -88,14 +93,27 @@ func run(cfg config) (bool, error) {
 		}
 		return goosetest.Reply{Steps: append(steps, goosetest.Step{Usage: &goosetest.UsageStep{Input: 10, Output: int64(cfg.deltas)}})}
 	}
-	opts := []goosetest.ServeOption{goosetest.WithServeScript(script)}
-	if cfg.gooseQueue > 0 {
-		opts = append(opts, goosetest.WithServeOutboundQueue(cfg.gooseQueue))
+	var g fakeGoose
+	switch cfg.flavor {
+	case "serve":
+		opts := []goosetest.ServeOption{goosetest.WithServeScript(script)}
+		if cfg.gooseQueue > 0 {
+			opts = append(opts, goosetest.WithServeOutboundQueue(cfg.gooseQueue))
+		}
+		fake := goosetest.NewServe(nil, opts...)
+		defer fake.Close()
+		g = fakeGoose{url: fake.URL, secret: fake.Secret, summary: func() string {
+			return fmt.Sprintf("fake goose serve: %d connections accepted, %d dropped for a full outbound queue", fake.Connections(), fake.OutboundDrops())
+		}}
+	case "goosed":
+		fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script})
+		defer fake.Close()
+		g = fakeGoose{url: fake.URL, secret: fake.SecretKey, summary: func() string { return "fake goosed" }}
+	default:
+		return false, fmt.Errorf("unknown flavor %q: want serve or goosed", cfg.flavor)
 	}
-	fake := goosetest.NewServe(nil, opts...)
-	defer fake.Close()
 
-	sc, err := startSidecar(cfg, fake)
+	sc, err := startSidecar(cfg, g)
 	if err != nil {
 		return false, err
 	}
@@ -110,11 +128,11 @@ func run(cfg config) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	fmt.Printf("adk2goose %s; fake goose serve (outbound queue %d); %d streams x %d deltas over %s per run; GOMAXPROCS of this tool %s\n",
-		cfg.binary, cfg.gooseQueue, cfg.streams, cfg.deltas, cfg.replyTime, os.Getenv("GOMAXPROCS"))
+	fmt.Printf("adk2goose %s; fake goose %s (outbound queue %d for serve); %d concurrent sessions x %d turns; a reply is %d deltas over %s\n",
+		cfg.binary, cfg.flavor, cfg.gooseQueue, cfg.streams, cfg.turns, cfg.deltas, cfg.replyTime)
 	fmt.Printf("sidecar at rest: RSS %.0f MiB, %d goroutines\n\n", base.rssMiB, base.goroutines)
-	fmt.Printf("%4s %9s %7s %9s %10s %10s %9s %13s %15s %12s %16s %9s\n",
-		"run", "completed", "errors", "max open", "TTFE p50", "TTFE p99", "wall", "peak RSS MiB", "peak goroutines", "CPU s/run", "after: RSS MiB", "goroutines")
+	fmt.Printf("%4s %9s %7s %9s %10s %10s %12s %9s %13s %15s %12s %16s %9s\n",
+		"run", "completed", "errors", "max open", "TTFE p50", "TTFE p99", "later p50", "wall", "peak RSS MiB", "peak goroutines", "CPU s/run", "after: RSS MiB", "goroutines")
 	allOK := true
 	for r := 1; r <= cfg.runs; r++ {
 		res, err := oneRun(cfg, sc, hc, r)
@@ -125,9 +143,13 @@ func run(cfg config) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		fmt.Printf("%4d %9d %7d %9d %10s %10s %9s %13.0f %15d %12.1f %16.0f %9d\n",
+		later := "-"
+		if len(res.ttfeLater) > 0 {
+			later = pct(res.ttfeLater, 50).Round(time.Millisecond).String()
+		}
+		fmt.Printf("%4d %9d %7d %9d %10s %10s %12s %9s %13.0f %15d %12.1f %16.0f %9d\n",
 			r, res.completed, res.errors, res.maxOpen, pct(res.ttfe, 50).Round(time.Millisecond), pct(res.ttfe, 99).Round(time.Millisecond),
-			res.wall.Round(10*time.Millisecond), res.peak.rssMiB, res.peak.goroutines, res.cpu.Seconds(), after.rssMiB, after.goroutines)
+			later, res.wall.Round(10*time.Millisecond), res.peak.rssMiB, res.peak.goroutines, res.cpu.Seconds(), after.rssMiB, after.goroutines)
 		for _, e := range res.samples {
 			fmt.Printf("     error: %s\n", e)
 		}
@@ -135,7 +157,7 @@ func run(cfg config) (bool, error) {
 			allOK = false
 		}
 	}
-	fmt.Printf("\nfake goose: %d connections accepted, %d dropped for a full outbound queue\n", fake.Connections(), fake.OutboundDrops())
+	fmt.Printf("\n%s\n", g.summary())
 	return allOK, nil
 }
 
@@ -147,12 +169,18 @@ type sidecar struct {
 	done chan error
 }
 
-func startSidecar(cfg config, fake *goosetest.Serve) (*sidecar, error) {
+// fakeGoose is the fake goose server the sidecar talks to.
+type fakeGoose struct {
+	url, secret string
+	summary     func() string
+}
+
+func startSidecar(cfg config, fake fakeGoose) (*sidecar, error) {
 	dir, err := os.MkdirTemp("", "adk2goose-load-")
 	if err != nil {
 		return nil, err
 	}
-	for name, v := range map[string]string{"token": token, "goose-secret": fake.Secret} {
+	for name, v := range map[string]string{"token": token, "goose-secret": fake.secret} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
 			return nil, err
 		}
@@ -165,10 +193,11 @@ func startSidecar(cfg config, fake *goosetest.Serve) (*sidecar, error) {
 	_ = ln.Close() // the sidecar binds it next; loopback ports are not reused that fast
 	args := []string{
 		"-listen", addr, "-app-name", appName, "-data-dir", filepath.Join(dir, "data"),
-		"-goose-url", fake.URL, "-goose-secret-file", filepath.Join(dir, "goose-secret"),
+		"-goose-url", fake.url, "-goose-flavor", cfg.flavor, "-goose-secret-file", filepath.Join(dir, "goose-secret"),
 		"-auth-token-file", filepath.Join(dir, "token"), "-log-level", "warn", "-log-format", "text",
+		"-goose-working-dir", filepath.Join(dir, "workspace"), // session directories go below it, removed with dir
 	}
-	if cfg.idleTimeout > 0 {
+	if cfg.idleTimeout > 0 && cfg.flavor == "serve" {
 		args = append(args, "-goose-idle-timeout", cfg.idleTimeout.String())
 	}
 	logf, err := os.Create(filepath.Join(dir, "adk2goose.log"))
@@ -293,7 +322,7 @@ func (sc *sidecar) settle(hc *http.Client, baseline int, limit time.Duration) (s
 
 type runResult struct {
 	completed, errors, maxOpen int
-	ttfe                       []time.Duration
+	ttfe, ttfeLater            []time.Duration // first turns', later turns'
 	wall, cpu                  time.Duration
 	peak                       sample
 	samples                    []string // the first few error messages
@@ -352,27 +381,34 @@ func oneRun(cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ttfe, err := stream(hc, sc.url, id, cfg.deltas, &open, func() {
-				n := int(open.Add(1))
+			for turn := range cfg.turns {
+				ttfe, err := stream(hc, sc.url, id, cfg.deltas, &open, func() {
+					n := int(open.Add(1))
+					mu.Lock()
+					res.maxOpen = max(res.maxOpen, n)
+					mu.Unlock()
+				})
 				mu.Lock()
-				res.maxOpen = max(res.maxOpen, n)
-				mu.Unlock()
-			})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				res.errors++
-				if len(res.samples) < 3 {
-					msg := err.Error()
-					if len(msg) > 400 {
-						msg = msg[:400] + "..."
+				if err != nil {
+					res.errors++
+					if len(res.samples) < 3 {
+						msg := err.Error()
+						if len(msg) > 400 {
+							msg = msg[:400] + "..."
+						}
+						res.samples = append(res.samples, msg)
 					}
-					res.samples = append(res.samples, msg)
+					mu.Unlock()
+					return
 				}
-				return
+				res.completed++
+				if turn == 0 {
+					res.ttfe = append(res.ttfe, ttfe)
+				} else {
+					res.ttfeLater = append(res.ttfeLater, ttfe)
+				}
+				mu.Unlock()
 			}
-			res.completed++
-			res.ttfe = append(res.ttfe, ttfe)
 		}()
 	}
 	wg.Wait()
@@ -446,7 +482,11 @@ func stream(hc *http.Client, base, id string, deltas int, open *atomic.Int64, op
 				continue
 			}
 			if bytes.Contains(data, []byte(`"errorCode"`)) || bytes.Contains(data, []byte(`"error"`)) {
-				return fmt.Errorf("session %s: error event: %s", id, bytes.TrimSpace(data))
+				var ev struct{ ErrorCode, ErrorMessage, Error string }
+				if json.Unmarshal(data, &ev) != nil {
+					return fmt.Errorf("session %s: error event: %s", id, bytes.TrimSpace(data))
+				}
+				return fmt.Errorf("session %s: error event %s: %s%s", id, ev.ErrorCode, ev.ErrorMessage, ev.Error)
 			}
 			if bytes.Contains(data, []byte(`"partial":true`)) {
 				if partial == 0 {

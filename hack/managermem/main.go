@@ -198,7 +198,8 @@ func measure(ctx context.Context, bin, kubeconfig string, o options) (figures, e
 			return figures{manager: bin, rss: m.rss, heap: m.heap, converge: converge}, nil
 		}
 		if time.Now().After(deadline) {
-			return figures{}, fmt.Errorf("%s did not converge within %s (reconciled %v, queue %v, err %v)", bin, o.timeout, m.reconciled, m.depth, err)
+			stuck := fmt.Errorf("%s did not converge within %s (reconciled %v, queue %v)", bin, o.timeout, m.reconciled, m.depth)
+			return figures{}, errors.Join(stuck, err)
 		}
 		time.Sleep(200 * time.Millisecond) //nolint:forbidigo // polling another process
 	}

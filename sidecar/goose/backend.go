@@ -75,6 +75,16 @@ type Backend interface {
 	Close() error
 }
 
+// WorkingDirResumer is implemented by backends that can resume a session in
+// a given working directory, which then becomes the session's: goose's ACP
+// session/load takes a cwd and records it as the session's working
+// directory (upstream load_session.rs, prepare_session_for_activation). It
+// lets a session follow a changed workspace layout instead of failing on a
+// directory that no longer exists.
+type WorkingDirResumer interface {
+	ResumeSessionIn(ctx context.Context, id, workingDir string) (Session, error)
+}
+
 // StartOptions configures a new goose session.
 type StartOptions struct {
 	// WorkingDir is the session's absolute working directory in the goose container.

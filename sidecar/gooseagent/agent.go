@@ -63,6 +63,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/adk/agent"
 	"google.golang.org/adk/session"
 
@@ -187,6 +189,9 @@ type Config struct {
 	// ConfirmationTimeout is how long a goose tool approval waits for the
 	// ADK client's answer before it is denied. Default 10m.
 	ConfirmationTimeout time.Duration
+	// TracerProvider makes the agent's spans (see trace.go); default the
+	// global OpenTelemetry provider, which adk-go's own spans use too.
+	TracerProvider trace.TracerProvider
 	// SessionService, when set, receives an event for every confirmation
 	// that ends outside a turn (timeout, A2A cancel, shutdown), so the
 	// session history says why the tool did not run.
@@ -248,7 +253,10 @@ func NewWithController(cfg Config) (agent.Agent, *Controller, error) {
 	if cfg.IdleSessions <= 0 {
 		cfg.IdleSessions = 4096
 	}
-	g := &gooseAgent{cfg: cfg, sessions: map[SessionKey]*sessionEntry{}}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	g := &gooseAgent{cfg: cfg, sessions: map[SessionKey]*sessionEntry{}, tracer: cfg.TracerProvider.Tracer(TracerName)}
 	g.stop, g.cancelStop = context.WithCancel(context.Background())
 	a, err := agent.New(agent.Config{
 		Name:                 cfg.Name,
@@ -265,7 +273,8 @@ func NewWithController(cfg Config) (agent.Agent, *Controller, error) {
 }
 
 type gooseAgent struct {
-	cfg Config
+	cfg    Config
+	tracer trace.Tracer
 
 	mu       sync.Mutex
 	sessions map[SessionKey]*sessionEntry

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/adk/model"
 	"google.golang.org/adk/session"
 	"google.golang.org/adk/tool/toolconfirmation"
@@ -77,6 +78,10 @@ type pausedReply struct {
 	// askedAt is the confirmation event's timestamp; events recorded outside
 	// a turn reuse it (see record).
 	askedAt time.Time
+	// wait is the goose.approval_wait span; tools the tool spans still open,
+	// for the turn that continues the reply.
+	wait  trace.Span
+	tools map[string]trace.Span
 }
 
 // resolvedConfirmation remembers how a confirmation ended, so a late answer
@@ -264,6 +269,7 @@ func (g *gooseAgent) claim(e *sessionEntry, p *pausedReply) bool {
 	e.paused = nil
 	// A timer already firing finds the entry empty and does nothing.
 	p.timer.Stop()
+	p.endWait("resolved")
 	return true
 }
 

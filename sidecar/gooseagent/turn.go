@@ -43,6 +43,7 @@ type turn struct {
 	errorCode     string
 	// paused: the turn ended at a tool approval whose reply is now held.
 	paused bool
+	spans  turnSpans
 }
 
 func newTurn(g *gooseAgent, ic agent.InvocationContext, yield func(*session.Event, error) bool) *turn {
@@ -113,13 +114,15 @@ func (t *turn) run() {
 			return
 		}
 	}
-	if err := t.openSession(entry); err != nil {
+	if err := t.traceSession(func() error { return t.openSession(entry) }); err != nil {
 		t.finish("", fmt.Errorf("failed to open goose session: %w", err))
 		return
 	}
 
 	t.reachedGoose = true
 	defer t.recordUsage()
+	t.startPrompt()
+	defer t.endPrompt()
 	t.pump(openReply(t.ic, t.g.cfg.Backend, t.gooseID, goose.UserMessage{Text: in.text}))
 }
 
@@ -142,6 +145,11 @@ func (t *turn) answer(answers []confirmationAnswer) {
 		t.finish("", fmt.Errorf("failed to apply tool confirmation %q: %w", ans.id, err))
 		return
 	}
+	decision := goose.DenyOnce
+	if confirmed {
+		decision = goose.AllowOnce
+	}
+	t.resumeFrom(p, decision)
 	if !t.g.claim(t.entry, p) {
 		// The timeout won the race since pending() looked.
 		t.finish("", fmt.Errorf("failed to apply tool confirmation: %w", t.g.notPending(t.entry, ans.id)))
@@ -149,10 +157,8 @@ func (t *turn) answer(answers []confirmationAnswer) {
 	}
 	t.gooseID, t.prev, t.reachedGoose = p.gooseID, p.prev, true
 	defer t.recordUsage()
-	decision := goose.DenyOnce
-	if confirmed {
-		decision = goose.AllowOnce
-	}
+	t.startPrompt()
+	defer t.endPrompt()
 	p.reply.attach(t.ic)
 	if err := t.g.cfg.Backend.Approve(t.ic, p.gooseID, p.approval.ID, decision); err != nil {
 		p.reply.close()
@@ -227,7 +233,9 @@ func (t *turn) pause(reply *replyStream, ar *goose.ApprovalRequest) bool {
 	// Held before the client sees the call, so an immediate answer finds it;
 	// detached so the end of this request does not cancel goose.
 	reply.detach()
+	t.startApprovalWait(p, ar)
 	if !t.g.park(t.key, t.entry, p) {
+		p.endWait("not held: shutting down")
 		t.finish("", fmt.Errorf("failed to hold tool approval for %q: %w", ar.ToolName, errShuttingDown))
 		return false
 	}
@@ -261,7 +269,14 @@ func (t *turn) openSession(e *sessionEntry) error {
 		e.gooseID, e.ready = id, false
 	}
 	if e.gooseID != "" && !e.ready {
-		_, err := b.ResumeSession(t.ic, e.gooseID)
+		var err error
+		if r, ok := b.(goose.WorkingDirResumer); ok && t.workingDir != "" {
+			// The session follows the workspace layout (a changed scope, a
+			// lost directory) rather than fail on the one goose recorded.
+			_, err = r.ResumeSessionIn(t.ic, e.gooseID, t.workingDir)
+		} else {
+			_, err = b.ResumeSession(t.ic, e.gooseID)
+		}
 		switch {
 		case errors.Is(err, goose.ErrSessionNotFound):
 			// goose lost its history (e.g. a wiped volume): start over rather than fail forever.
@@ -321,12 +336,14 @@ func (t *turn) handle(ev goose.Event) bool {
 			return t.emitPartial(&genai.Part{Text: e.Text, Thought: true}, nil)
 		}
 	case *goose.ToolRequest:
+		t.toolStarted(e)
 		parts := t.takeText()
 		parts = append(parts, &genai.Part{FunctionCall: &genai.FunctionCall{
 			ID: e.ID, Name: e.Name, Args: argsMap(e.Arguments),
 		}})
 		return t.emit(t.newEvent(&genai.Content{Role: genai.RoleModel, Parts: parts}))
 	case *goose.ToolResponse:
+		t.toolFinished(e)
 		ev := t.newEvent(&genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{
 			FunctionResponse: &genai.FunctionResponse{ID: e.ID, Name: e.Name, Response: responseMap(e)},
 		}}})
@@ -501,6 +518,7 @@ func (t *turn) emit(ev *session.Event) bool {
 	}
 	if t.events == 0 {
 		t.firstEvent = time.Since(t.start)
+		t.traceFirstEvent(t.firstEvent)
 	}
 	t.events++
 	if !t.yield(ev, nil) {

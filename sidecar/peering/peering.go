@@ -28,6 +28,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/adk2goose/goose-operator/internal/relay"
 )
 
@@ -121,7 +126,10 @@ type Config struct {
 	// "forwarded", "local" (no pod had it), "unavailable" (a peer did not
 	// answer) or "error" (this pod could not look).
 	Forwarded func(outcome string)
-	Logger    *slog.Logger
+	// Tracer makes the span of each forwarded request; its context reaches
+	// the owner pod as a W3C traceparent. Default: no spans.
+	Tracer trace.Tracer
+	Logger *slog.Logger
 }
 
 // Router forwards requests for other pods' sessions; see the package doc.
@@ -145,6 +153,9 @@ func New(cfg Config) *Router {
 	if cfg.Forwarded == nil {
 		cfg.Forwarded = func(string) {}
 	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
 	r := &Router{cfg: cfg, log: cfg.Logger, client: &http.Client{Timeout: cfg.LookupTimeout}}
 	r.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -155,6 +166,8 @@ func New(cfg Config) *Router {
 			// This pod already answered CORS; the peer would add its headers a
 			// second time, which browsers reject.
 			pr.Out.Header.Del("Origin")
+			// The owner's spans continue this pod's trace.
+			propagation.TraceContext{}.Inject(pr.In.Context(), propagation.HeaderCarrier(pr.Out.Header))
 			relay.LimitBody(pr.Out)
 		},
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
@@ -203,6 +216,9 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 		switch {
 		case peer != nil:
 			r.cfg.Forwarded("forwarded")
+			ctx, span := r.cfg.Tracer.Start(ctx, "adk2goose.peer_forward", trace.WithSpanKind(trace.SpanKindClient),
+				trace.WithAttributes(attribute.String("adk2goose.peer", peer.Host), attribute.String("adk2goose.key", k.String())))
+			defer span.End()
 			r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(ctx, peerKey{}, peer)))
 		case unanswered > 0:
 			// Serving it here could fork a conversation its owner still has.

@@ -100,8 +100,8 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 		appName:  s.cfg.AppName,
 		turns:    s.turns,
 		turnWait: s.cfg.TurnWait,
-		sessions: s.sessions,
 		budget:   s.budget,
+		sessions: s.sessions,
 	}
 	// The task store a2asrv would make by default, kept to answer peers'
 	// owner queries.
@@ -128,8 +128,8 @@ type drainingExecutor struct {
 	// get theirs (turnGate).
 	turns    *turnGate
 	turnWait time.Duration
-	sessions *sessionService
 	budget   *budget.Budget
+	sessions *sessionService
 }
 
 // pick chooses the executor by the A2A method that started the execution.

@@ -73,6 +73,9 @@ type BudgetRefusal struct {
 	ResetsAt string        `json:"resetsAt"`
 	Budget   budget.Limits `json:"budget"`
 	Used     budget.Tokens `json:"used"`
+	// Detail repeats Error, as every JSON error of the sidecar does (ADK
+	// clients of the FastAPI server read "detail").
+	Detail string `json:"detail"`
 }
 
 // budgetGate answers 429 to a /run or /run_sse that would start a turn
@@ -107,7 +110,7 @@ func (s *Server) budgetGate(next http.Handler) http.Handler {
 		writeJSON(w, http.StatusTooManyRequests, BudgetRefusal{
 			Error: refusal.Error(), Code: budget.ReasonExhausted,
 			ResetsAt: refusal.ResetsAt.UTC().Format(time.RFC3339),
-			Budget:   refusal.Limits, Used: refusal.Used,
+			Budget:   refusal.Limits, Used: refusal.Used, Detail: refusal.Error(),
 		})
 	})
 }

@@ -317,19 +317,24 @@ func TestBudgetRaisedRolledOverAndRestarted(t *testing.T) {
 // budgetPods are two sidecars of one agent, each over its own goose, that
 // find each other as peers (the headless Service in a cluster).
 type budgetPods struct {
-	t     *testing.T
-	file  string
-	clock *fakeClock
-	data  [2]string
-	pods  [2]*sidecar
-	mu    sync.Mutex
-	urls  [2]string
+	t        *testing.T
+	file     string
+	clock    *fakeClock
+	data     [2]string
+	backends [2]goose.Backend
+	pods     [2]*sidecar
+	mu       sync.Mutex
+	urls     [2]string
 }
 
 func (p *budgetPods) start(i int) {
 	p.t.Helper()
-	b := flavours[0].start(p.t, spendScript(nil, nil))
-	p.pods[i] = startSidecar(p.t, b, p.data[i], budgeted(p.file, p.clock, fmt.Sprintf("goose-%d", i)), func(c *server.Config) {
+	// A pod's goose keeps its sessions on the pod's volume: a restarted
+	// sidecar finds the same goose.
+	if p.backends[i] == nil {
+		p.backends[i] = flavours[0].start(p.t, spendScript(nil, nil))
+	}
+	p.pods[i] = startSidecar(p.t, p.backends[i], p.data[i], budgeted(p.file, p.clock, fmt.Sprintf("goose-%d", i)), func(c *server.Config) {
 		c.Peers = func(context.Context) ([]string, error) {
 			p.mu.Lock()
 			defer p.mu.Unlock()

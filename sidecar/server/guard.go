@@ -205,7 +205,13 @@ func (j *jsonErrorWriter) Write(p []byte) (int, error) {
 }
 
 // Flush lets streams through; an error being rewritten is sent at the end.
+// A flush sends the header, so it counts as writing it: a later Write must
+// not write it again (net/http logs "superfluous response.WriteHeader call"
+// once per /run_sse otherwise, as adkrest flushes before its first event).
 func (j *jsonErrorWriter) Flush() {
+	if !j.wrote {
+		j.WriteHeader(http.StatusOK)
+	}
 	if j.body == nil {
 		_ = http.NewResponseController(j.ResponseWriter).Flush()
 	}

@@ -72,6 +72,7 @@ import (
 	"google.golang.org/adk/session"
 
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
@@ -144,6 +145,12 @@ type Config struct {
 	// Budget configures the agent's token budget (File, SyncInterval, Now);
 	// Peers, Token and Logger are filled in from this Config.
 	Budget budget.Config
+	// TracerProvider, when set, traces every turn: a server span continuing
+	// the client's W3C traceparent, adk-go's spans and the goose spans (see
+	// package gooseagent), and peer forwarding. Its spans also feed the ADK
+	// web UI's trace view (adkrest /debug/trace). adk-go makes its spans with
+	// the global provider, so this should be the global one too.
+	TracerProvider *sdktrace.TracerProvider
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -227,6 +234,8 @@ type Server struct {
 	budget *budget.Budget
 	// budgetDone closes when the budget's sync loop has stopped.
 	budgetDone chan struct{}
+	// untrace unregisters the web UI's span store from the TracerProvider.
+	untrace func()
 }
 
 // New builds the server: opens the SQLite stores in DataDir, builds the goose
@@ -288,6 +297,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ConfirmationTimeout: cfg.ConfirmationTimeout,
 		SessionService:      s.sessions,
 		Workspaces:          workspaces,
+		TracerProvider:      tracerProvider(cfg.TracerProvider),
 	})
 	if err != nil {
 		return nil, err
@@ -304,6 +314,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create ADK REST server: %w", err)
+	}
+	if tp := cfg.TracerProvider; tp != nil {
+		debug := rest.SpanProcessor()
+		tp.RegisterSpanProcessor(debug)
+		s.untrace = func() { tp.UnregisterSpanProcessor(debug) }
 	}
 
 	mux := http.NewServeMux()
@@ -328,12 +343,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Token:        cfg.AuthToken,
 			MaxBodyBytes: cfg.MaxMessageBytes,
 			Forwarded:    func(outcome string) { s.metrics.peerLookups.WithLabelValues(outcome).Inc() },
+			Tracer:       tracerProvider(cfg.TracerProvider).Tracer(TracerName),
 			Logger:       s.log,
 		}).Wrap(h)
 	}
 	h = jsonErrors(h)
 	limits := bodyLimits{message: cfg.MaxMessageBytes, other: cfg.MaxOtherBodyBytes, timeout: cfg.BodyReadTimeout}
 	h = limits.buffer(h)
+	if cfg.TracerProvider != nil {
+		h = traceTurns(h, cfg.TracerProvider)
+	}
 	h = authenticate(h, cfg.AuthToken, s.log)
 	h = limits.readDeadline(h)
 	h = cors(h, cfg.CORSOrigins)
@@ -437,6 +456,9 @@ func (s *Server) Close() error {
 			err = errors.Join(err, s.usage.Close())
 		}
 		err = errors.Join(err, s.closeBudget())
+		if s.untrace != nil {
+			s.untrace()
+		}
 		for _, db := range s.sessDBs {
 			err = errors.Join(err, db.Close())
 		}

@@ -78,8 +78,12 @@ func newWorkspaces(t *testing.T, root string, scope workspace.Scope) *workspace.
 	return m
 }
 
-func withWorkspaces(m *workspace.Manager) option {
-	return func(c *server.Config) { c.Workspaces = m }
+// shellSidecar starts a sidecar, as a restarted pod would be: its own goose
+// connection to f, data on dataDir, workspaces of scope under root.
+func shellSidecar(t *testing.T, f *goosetest.Serve, dataDir, root string, scope workspace.Scope) *sidecar {
+	t.Helper()
+	ws := newWorkspaces(t, root, scope)
+	return startSidecar(t, acpClient(t, f), dataDir, func(c *server.Config) { c.Workspaces = ws })
 }
 
 // say runs one turn and returns goose's text.
@@ -112,7 +116,7 @@ func TestWorkspaceScopes(t *testing.T) {
 		t.Run(string(tc.scope), func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "workspace")
 			f := shellGoose(t)
-			sc := startSidecar(t, acpClient(t, f), t.TempDir(), withWorkspaces(newWorkspaces(t, root, tc.scope)))
+			sc := shellSidecar(t, f, t.TempDir(), root, tc.scope)
 			for _, s := range [][2]string{{"alice", "s1"}, {"alice", "s2"}, {"bob", "s1"}} {
 				sc.createSession(s[0], s[1])
 			}
@@ -146,13 +150,13 @@ func TestWorkspaceKeptOnResume(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "workspace")
 	data := t.TempDir()
 	f := shellGoose(t)
-	sc := startSidecar(t, acpClient(t, f), data, withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc := shellSidecar(t, f, data, root, workspace.ScopeSession)
 	sc.createSession("alice", "s1")
 	sc.say("alice", "s1", "write draft.md=v1")
 	pwd := sc.say("alice", "s1", "pwd")
 	sc.stop()
 
-	sc2 := startSidecar(t, acpClient(t, f), data, withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc2 := shellSidecar(t, f, data, root, workspace.ScopeSession)
 	if got := sc2.say("alice", "s1", "ls"); got != "[draft.md]" {
 		t.Fatalf("after restart alice/s1 sees %s", got)
 	}
@@ -168,12 +172,39 @@ func TestWorkspaceKeptOnResume(t *testing.T) {
 	if err := os.RemoveAll(pwd); err != nil {
 		t.Fatal(err)
 	}
-	sc3 := startSidecar(t, acpClient(t, f), data, withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc3 := shellSidecar(t, f, data, root, workspace.ScopeSession)
 	if got := sc3.say("alice", "s1", "ls"); got != "[]" {
 		t.Fatalf("after the directory was lost alice/s1 sees %s", got)
 	}
 	if got := sc3.say("alice", "s1", "pwd"); got != pwd || gooseSessionOf(t, sc3, "alice", "s1") != gooseID {
 		t.Fatalf("after the directory was lost: works in %s (was %s)", got, pwd)
+	}
+}
+
+// TestWorkspaceScopeChangeMovesSessions: after the scope changed (which
+// restarts the sidecar) a session resumes in the directory the new scope
+// gives it: session/load carries it and goose records it (upstream
+// prepare_session_for_activation). With the default emptyDir the old
+// directory is gone by then, and goose would refuse to load the session in it.
+func TestWorkspaceScopeChangeMovesSessions(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "workspace")
+	data := t.TempDir()
+	f := shellGoose(t)
+	sc := shellSidecar(t, f, data, root, workspace.ScopeSession)
+	sc.createSession("alice", "s1")
+	old := sc.say("alice", "s1", "pwd")
+	sc.stop()
+	if err := os.RemoveAll(root); err != nil { // a new pod's emptyDir
+		t.Fatal(err)
+	}
+
+	sc2 := shellSidecar(t, f, data, root, workspace.ScopeUser)
+	want := filepath.Join(root, workspace.UsersDir, workspace.Name("alice"))
+	if got := sc2.say("alice", "s1", "pwd"); got != want || got == old {
+		t.Fatalf("after the scope change the session works in %s, want %s", got, want)
+	}
+	if loads := f.Loads(); len(loads) != 1 {
+		t.Fatalf("goose loads %v, want the session resumed once", loads)
 	}
 }
 
@@ -184,7 +215,7 @@ func gooseSessionOf(t *testing.T, sc *sidecar, user, session string) string {
 	if code != http.StatusOK || json.Unmarshal(body, &sess) != nil {
 		t.Fatalf("get session: %d %s", code, body)
 	}
-	id, _ := jpath(sess, "state", gooseagent.StateKeySessionID).(string)
+	id, _ := jpath(sess, "state", gooseagent.SessionIDStateKey(appName)).(string)
 	if id == "" {
 		t.Fatalf("no goose session in %v", sess["state"])
 	}
@@ -194,17 +225,21 @@ func gooseSessionOf(t *testing.T, sc *sidecar, user, session string) string {
 func TestWorkspaceRemovedWithSession(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "workspace")
 	f := shellGoose(t)
-	sc := startSidecar(t, acpClient(t, f), t.TempDir(), withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc := shellSidecar(t, f, t.TempDir(), root, workspace.ScopeSession)
 	sc.createSession("alice", "s1")
 	sc.createSession("alice", "s2")
 	sc.say("alice", "s1", "write a.txt=1")
 	sc.say("alice", "s2", "write b.txt=2")
 	d1, d2 := sc.say("alice", "s1", "pwd"), sc.say("alice", "s2", "pwd")
+	g1 := gooseSessionOf(t, sc, "alice", "s1")
 	if code, body := sc.do(http.MethodDelete, "/apps/"+appName+"/users/alice/sessions/s1", nil); code != http.StatusOK {
 		t.Fatalf("delete: %d %s", code, body)
 	}
 	if _, err := os.Stat(d1); !os.IsNotExist(err) {
 		t.Fatalf("deleted session's directory %s: %v", d1, err)
+	}
+	if _, ok := f.Session(g1); ok {
+		t.Fatal("the deletion did not reach goose")
 	}
 	if got := sc.say("alice", "s2", "ls"); got != "[b.txt]" || d2 == d1 {
 		t.Fatalf("the other session's directory: %s", got)
@@ -217,7 +252,7 @@ func TestWorkspaceRemovedWithSession(t *testing.T) {
 func TestWorkspaceAttackIDs(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "workspace")
 	f := shellGoose(t)
-	sc := startSidecar(t, acpClient(t, f), t.TempDir(), withWorkspaces(newWorkspaces(t, root, workspace.ScopeSession)))
+	sc := shellSidecar(t, f, t.TempDir(), root, workspace.ScopeSession)
 	ids := []string{
 		"..", "../..", "../../../../etc", "a/../../b", "/etc/passwd", `..\..`, ".hidden",
 		"Case", "case", "CASE", "аdmin", "admin", "ａｄｍｉｎ", "e\u0301", "é",

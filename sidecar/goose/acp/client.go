@@ -74,7 +74,7 @@ var ErrClosed = errors.New("goose ACP client closed")
 // socket (goose-acp-connections.md §4). Sharing one socket let any session's
 // fault or burst end every turn in flight; one socket per session bounds that
 // to the session, makes a slow reader slow only its own session (see
-// wsStream) and costs goose no more than it spends per session anyway (an
+// wsConn) and costs goose no more than it spends per session anyway (an
 // agent and its extensions per session and connection, §1).
 type Client struct {
 	cfg     Config
@@ -90,7 +90,8 @@ type Client struct {
 	mu           sync.Mutex
 	closed       bool
 	control      *conn
-	sessions     map[string]*conn // each session's own connection
+	sessions     map[string]*conn   // each session's own connection
+	all          map[*conn]struct{} // every open connection, registered or not
 	dialing      map[string]*dialing
 	dialFailures int                    // consecutive failed dials
 	retryAt      time.Time              // no dial before this, after failures
@@ -101,7 +102,10 @@ type Client struct {
 	wg sync.WaitGroup // connection watchers
 }
 
-var _ goose.Backend = (*Client)(nil)
+var (
+	_ goose.Backend           = (*Client)(nil)
+	_ goose.WorkingDirResumer = (*Client)(nil) // gooseagent finds it by assertion: a lost method would not fail the build
+)
 
 // New validates cfg and returns a Client. It does not dial: goose may not be
 // up yet when the sidecar starts.
@@ -157,6 +161,7 @@ func New(cfg Config) (*Client, error) {
 		log:       cfg.Logger,
 		dialSlots: make(chan struct{}, cfg.MaxDials),
 		sessions:  make(map[string]*conn),
+		all:       make(map[*conn]struct{}),
 		dialing:   make(map[string]*dialing),
 		replies:   make(map[string]*reply),
 		usage:     make(map[string]goose.Usage),
@@ -228,6 +233,8 @@ type conn struct {
 	// custom is set once goose sent a _goose/... notification, i.e. it
 	// honoured customNotifications; the stable usage_update is then redundant.
 	custom atomic.Bool
+	// reply is the reply running on this connection, if any.
+	reply atomic.Pointer[reply]
 }
 
 func (cn *conn) dead() bool {
@@ -265,7 +272,9 @@ func (cn *conn) handle(ctx context.Context, method string, params json.RawMessag
 func (c *Client) controlConn(ctx context.Context) (*conn, error) { return c.live(ctx, "") }
 
 // sessionConn returns the session's own connection, dialling it if needed.
-func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) { return c.live(ctx, id) }
+func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) {
+	return c.live(ctx, id)
+}
 
 // connFor is the session's own connection when one is open, otherwise the
 // control connection: a session-scoped call never opens a session connection
@@ -325,6 +334,9 @@ func (c *Client) live(ctx context.Context, key string) (*conn, error) {
 		cn, err := c.dial(ctx)
 		c.mu.Lock()
 		delete(c.dialing, key)
+		if err == nil && c.closed {
+			cn, err = nil, ErrClosed // Close has closed it
+		}
 		if err == nil {
 			c.register(key, cn)
 		}
@@ -441,6 +453,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("failed to connect to goose: %w", ErrClosed)
 	}
 	c.wg.Add(1) // done by forget, on the connection's reader
+	c.all[cn] = struct{}{}
 	c.mu.Unlock()
 	cn.rpc.start(func() { c.forget(cn) })
 
@@ -478,6 +491,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 func (c *Client) forget(cn *conn) {
 	defer c.wg.Done()
 	c.mu.Lock()
+	delete(c.all, cn)
 	if c.control == cn {
 		c.control = nil
 	}
@@ -498,11 +512,8 @@ func (c *Client) forget(cn *conn) {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	conns := make([]*conn, 0, len(c.sessions)+1)
-	if c.control != nil {
-		conns = append(conns, c.control)
-	}
-	for _, cn := range c.sessions {
+	conns := make([]*conn, 0, len(c.all))
+	for cn := range c.all {
 		conns = append(conns, cn)
 	}
 	c.mu.Unlock()
@@ -658,6 +669,17 @@ func (c *Client) ResumeSession(ctx context.Context, id string) (goose.Session, e
 		return goose.Session{}, err
 	}
 	return c.GetSession(ctx, id)
+}
+
+// ResumeSessionIn resumes a session in workingDir (goose.WorkingDirResumer):
+// session/load carries it as the cwd, which goose makes the session's
+// working directory. A session already loaded on its connection keeps the
+// directory it has.
+func (c *Client) ResumeSessionIn(ctx context.Context, id, workingDir string) (goose.Session, error) {
+	c.mu.Lock()
+	c.cwd[id] = workingDir
+	c.mu.Unlock()
+	return c.ResumeSession(ctx, id)
 }
 
 // ensureLoaded runs session/load unless the session is already active on cn
@@ -875,13 +897,14 @@ func (c *Client) route(cn *conn, method string, params json.RawMessage) {
 	if d.Custom {
 		cn.custom.Store(true)
 	}
-	c.mu.Lock()
 	if d.Accumulated != nil {
+		c.mu.Lock()
 		c.usage[d.SessionID] = *d.Accumulated
+		c.mu.Unlock()
 	}
-	r := c.replies[d.SessionID]
-	c.mu.Unlock()
-	if r == nil || r.cn != cn || !r.armed.Load() || d.Event == nil {
+	// The connection's own reply: no client-wide lock per event.
+	r := cn.reply.Load()
+	if r == nil || r.sessionID != d.SessionID || d.Event == nil {
 		return
 	}
 	if d.StableUsage && cn.custom.Load() {
@@ -898,12 +921,12 @@ func (c *Client) handlePermission(ctx context.Context, cn *conn, params json.Raw
 		return nil, acpsdk.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
 	// The tool_call goose sent before this request has reached the reply
-	// already: the transport routes notifications before the SDK sees the
-	// frames after them.
+	// already: the reader routes each notification before it reads the next
+	// frame.
 	c.mu.Lock()
 	r := c.replies[string(req.SessionId)]
 	c.mu.Unlock()
-	if r == nil || r.cn != cn || !r.armed.Load() {
+	if r == nil || r.cn != cn {
 		// Nobody can answer; an unanswered request blocks goose forever.
 		return cancelledOutcome(), nil
 	}
@@ -1126,8 +1149,8 @@ func (c *Client) startReply(ctx context.Context, sessionID string) (*reply, erro
 			cn.idle.Stop()
 		}
 		c.replies[sessionID] = r
+		cn.reply.Store(r)
 		c.mu.Unlock()
-		r.armed.Store(true)
 		return r, nil
 	}
 }
@@ -1137,6 +1160,7 @@ func (c *Client) endReply(r *reply) {
 	if c.replies[r.sessionID] == r {
 		delete(c.replies, r.sessionID)
 	}
+	r.cn.reply.CompareAndSwap(r, nil)
 	if c.sessions[r.sessionID] == r.cn {
 		c.idleLocked(r.cn)
 	}

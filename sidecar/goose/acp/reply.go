@@ -2,7 +2,6 @@ package acp
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 )
@@ -20,10 +19,6 @@ type item struct {
 type reply struct {
 	sessionID string
 	cn        *conn
-
-	// armed turns routing on once session/load (whose history replay must not
-	// reach the consumer) is done.
-	armed atomic.Bool
 
 	signal  chan struct{} // cap 1: "items were pushed"
 	drained chan struct{} // cap 1: "the iterator took the queue"

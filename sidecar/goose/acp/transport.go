@@ -172,32 +172,40 @@ func (w *wsConn) read() {
 			w.fail(fmt.Errorf("%w: goose sent a frame over %d bytes", goose.ErrMessageTooLarge, w.maxFrame))
 			return
 		}
-		if len(bytes.TrimSpace(data)) == 0 {
-			continue
-		}
-		var m rpcMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			// Nothing in it can be answered or routed, and a peer that sends
-			// it may have lost a frame we wait for: end the connection (the
-			// session's own, or the control one) with the reason.
-			w.fail(fmt.Errorf("failed to decode a frame from goose: %w", err))
+		if err := w.dispatch(data); err != nil {
+			w.fail(err)
 			return
 		}
-		switch {
-		case m.Method != "" && m.ID == nil:
-			if m.Method == methodCancelRequest {
-				w.cancelInbound(m.Params)
-				continue
-			}
-			w.notify(m.Method, m.Params)
-		case m.Method != "":
-			w.serve(m)
-		case m.ID != nil:
-			w.deliver(m)
-		default:
-			w.log.Warn("skipped a goose frame with neither method nor id", "bytes", len(data))
-		}
 	}
+}
+
+// dispatch routes one frame; an error means the connection must end.
+func (w *wsConn) dispatch(data []byte) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	var m rpcMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		// Nothing in it can be answered or routed, and a peer that sends it
+		// may have lost a frame we wait for: end the connection (the
+		// session's own, or the control one) with the reason.
+		return fmt.Errorf("failed to decode a frame from goose: %w", err)
+	}
+	switch {
+	case m.Method != "" && m.ID == nil:
+		if m.Method == methodCancelRequest {
+			w.cancelInbound(m.Params)
+			return nil
+		}
+		w.notify(m.Method, m.Params)
+	case m.Method != "":
+		w.serve(m)
+	case m.ID != nil:
+		w.deliver(m)
+	default:
+		w.log.Warn("skipped a goose frame with neither method nor id", "bytes", len(data))
+	}
+	return nil
 }
 
 // deliver hands a response to the call waiting for it.

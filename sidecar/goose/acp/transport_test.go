@@ -19,7 +19,7 @@ import (
 
 // rawPeer is a WebSocket server whose side of the conversation the test
 // plays frame by frame.
-func rawPeer(t *testing.T) (*websocket.Conn, <-chan *websocket.Conn) {
+func rawPeer(t testing.TB) (*websocket.Conn, <-chan *websocket.Conn) {
 	t.Helper()
 	peers := make(chan *websocket.Conn, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -174,4 +174,39 @@ func TestWSConnRefusesAFrameGooseCannotRead(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"small"`) {
 		t.Fatalf("next frame %s, %v", b, err)
 	}
+}
+
+// FuzzWSConnDispatch feeds arbitrary frames to the frame router: it never
+// panics, and it refuses (ending the connection) exactly the frames that are
+// not a JSON-RPC object.
+func FuzzWSConnDispatch(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`, `{"jsonrpc":"2.0","id":"x","error":{"code":-1,"message":"m"}}`,
+		`{"jsonrpc":"2.0","id":"r1","method":"session/request_permission","params":{}}`,
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"r1"}}`,
+		`{}`, ``, `  `, `[1,2]`, `{"id":null}`, `{"method":5}`, `not json`,
+	} {
+		f.Add([]byte(s))
+	}
+	ws, peers := rawPeer(f)
+	peer := <-peers
+	go func() { // goose's side reads the answers to its requests
+		for {
+			if _, _, err := peer.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler), func(string, json.RawMessage) {},
+		func(context.Context, string, json.RawMessage) (any, *acpsdk.RequestError) { return nil, nil })
+	f.Cleanup(func() { _ = peer.Close(); _ = w.Close() })
+	w.start(nil)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m rpcMessage
+		refuse := len(strings.TrimSpace(string(data))) > 0 && json.Unmarshal(data, &m) != nil
+		if err := w.dispatch(data); (err != nil) != refuse {
+			t.Fatalf("dispatch(%q) = %v; refuse = %v", data, err, refuse)
+		}
+	})
 }

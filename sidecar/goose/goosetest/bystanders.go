@@ -3,6 +3,7 @@ package goosetest
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -48,7 +49,7 @@ func RunBystanders(t testing.TB, b goose.Backend, fault func()) {
 	const n = 3
 	ids := make([]string, n)
 	for i := range ids {
-		s, err := b.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/workspace"})
+		s, err := b.StartSession(context.Background(), goose.StartOptions{WorkingDir: os.TempDir()}) // exists: goose checks (server.rs validate_absolute_cwd)
 		if err != nil {
 			t.Fatalf("failed to start a bystander session: %v", err)
 		}

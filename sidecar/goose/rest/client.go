@@ -127,9 +127,18 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		// Every concurrent reply holds one HTTP/1.1 connection to goosed;
-		// keep enough idle ones that bursts do not redial.
-		tr.MaxIdleConnsPerHost = 128
+		// Every concurrent reply holds one HTTP/1.1 connection to goosed.
+		// A pool smaller than the concurrency makes net/http close
+		// connections as replies end, and under a burst a POST could be
+		// given one being closed: "transport connection broken: http:
+		// putIdleConn: too many idle connections" (seen 31 times in 2,000
+		// streams with 128; golang/go#42650 is the pool's behaviour). The
+		// pool is not capped; a short IdleConnTimeout closes what a burst
+		// left (each idle connection holds two goroutines), and a loopback
+		// dial is cheap.
+		tr.MaxIdleConns = 0 // no limit over all hosts: there is one
+		tr.MaxIdleConnsPerHost = 1 << 16
+		tr.IdleConnTimeout = 10 * time.Second
 		c.hc, c.ownHC = &http.Client{Transport: tr}, true
 	}
 	return c, nil

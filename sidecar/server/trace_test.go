@@ -1,0 +1,240 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/adk2goose/goose-operator/internal/webui"
+	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/server"
+)
+
+var (
+	traceOnce     sync.Once
+	traceExporter *tracetest.InMemoryExporter
+	traceProvider *sdktrace.TracerProvider
+)
+
+// tracing returns the process's TracerProvider, recording into memory. It
+// is also the global one, as in adk2goose: adk-go binds its tracer to the
+// first global provider, so there is one for all tests.
+func tracing() (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
+	traceOnce.Do(func() {
+		traceExporter = tracetest.NewInMemoryExporter()
+		traceProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(traceExporter))
+		otel.SetTracerProvider(traceProvider)
+	})
+	return traceProvider, traceExporter
+}
+
+// spansOf returns the ended spans of one trace.
+func spansOf(exp *tracetest.InMemoryExporter, id trace.TraceID) tracetest.SpanStubs {
+	var out tracetest.SpanStubs
+	for _, s := range exp.GetSpans() {
+		if s.SpanContext.TraceID() == id {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// tree renders spans as an indented tree, children by start time; a span
+// whose parent is not among them is a root, shown with its parent's id.
+func tree(spans tracetest.SpanStubs) string {
+	children := map[trace.SpanID][]tracetest.SpanStub{}
+	known := map[trace.SpanID]bool{}
+	for _, s := range spans {
+		known[s.SpanContext.SpanID()] = true
+	}
+	var roots []tracetest.SpanStub
+	for _, s := range spans {
+		if known[s.Parent.SpanID()] {
+			children[s.Parent.SpanID()] = append(children[s.Parent.SpanID()], s)
+		} else {
+			roots = append(roots, s)
+		}
+	}
+	var b strings.Builder
+	var walk func(s tracetest.SpanStub, depth int)
+	walk = func(s tracetest.SpanStub, depth int) {
+		fmt.Fprintf(&b, "%s%s", strings.Repeat("  ", depth), s.Name)
+		if depth == 0 {
+			fmt.Fprintf(&b, " (parent %s)", s.Parent.SpanID())
+		}
+		for _, a := range s.Attributes {
+			switch a.Key {
+			case "gen_ai.tool.name", "adk2goose.approval.decision", "adk2goose.awaiting_confirmation":
+				fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.Emit())
+			}
+		}
+		for _, e := range s.Events {
+			fmt.Fprintf(&b, " [%s]", e.Name)
+		}
+		b.WriteString("\n")
+		kids := children[s.SpanContext.SpanID()]
+		sort.Slice(kids, func(i, j int) bool { return kids[i].StartTime.Before(kids[j].StartTime) })
+		for _, k := range kids {
+			walk(k, depth+1)
+		}
+	}
+	sort.Slice(roots, func(i, j int) bool { return roots[i].StartTime.Before(roots[j].StartTime) })
+	for _, r := range roots {
+		walk(r, 0)
+	}
+	return b.String()
+}
+
+// TestTraceOfATurnWithApproval: a client's traceparent is the parent of the
+// sidecar's span; under it adk-go's invoke_agent span holds the goose
+// session, the goose prompt, the tool call and, under the tool call, the
+// wait for the client's approval, which the next request (same trace,
+// another client span) answers. The ADK web UI's trace endpoint returns the
+// session's spans.
+func TestTraceOfATurnWithApproval(t *testing.T) {
+	tp, exp := tracing()
+	script := func(_, _ string) goosetest.Reply {
+		return goosetest.Reply{Steps: []goosetest.Step{
+			{Text: "let me check"},
+			{Tool: &goosetest.ToolStep{ID: "c1", Name: "developer__shell", Arguments: json.RawMessage(`{"command":"rm x"}`), Result: "removed", NeedsApproval: true}},
+			{Text: "it is gone"},
+			{Usage: &goosetest.UsageStep{Input: 10, Output: 5}},
+		}}
+	}
+	sc := startSidecar(t, flavours[0].start(t, script), t.TempDir(), approveMode, func(c *server.Config) { c.TracerProvider = tp })
+	sc.createSession("u", "traced")
+
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	first, second := "b7ad6b7169203331", "00f067aa0ba902b7"
+	frames := sc.runSSEWith(runBody("u", "traced", "remove x", true), "00-"+traceID+"-"+first+"-01")
+	id := confirmationFrame(t, frames)
+	frames = sc.runSSEWith(answerBody("u", "traced", id, map[string]any{"confirmed": true}), "00-"+traceID+"-"+second+"-01")
+	if !strings.Contains(mustJSON(t, frames), "it is gone") {
+		t.Fatalf("answer: %v", frames)
+	}
+
+	tid, _ := trace.TraceIDFromHex(traceID)
+	spans := spansOf(exp, tid)
+	got := tree(spans)
+	t.Logf("span tree:\n%s", got)
+	want := `POST /run_sse (parent ` + first + `)
+  invoke_agent goose
+    goose.session
+    goose.prompt adk2goose.awaiting_confirmation=true [first_event]
+      goose.tool_call gen_ai.tool.name=developer__shell
+        goose.approval_wait gen_ai.tool.name=developer__shell adk2goose.approval.decision=allow_once
+POST /run_sse (parent ` + second + `)
+  invoke_agent goose
+    goose.prompt adk2goose.awaiting_confirmation=false [first_event]
+`
+	if got != want {
+		t.Fatalf("span tree:\n%s\nwant:\n%s", got, want)
+	}
+	for _, s := range spans {
+		if s.Name == gooseagent.SpanToolCall && s.EndTime.Before(s.StartTime) {
+			t.Errorf("tool span not ended: %+v", s)
+		}
+	}
+
+	// The web UI's trace view, as `goosectl ui` serves it: adk-go's UI asks
+	// its backendUrl (the goosectl proxy, which adds the token) for the
+	// session's spans from adkrest's debug store, fed by the same provider.
+	backend, _ := url.Parse(sc.URL)
+	ui, err := webui.NewHandler(webui.Config{Origin: "http://127.0.0.1:8000", Backend: backend, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	ui.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "http://127.0.0.1:8000"+webui.APIPrefix+"/dev/apps/goose/debug/trace/session/traced", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("trace view: %d %s", rec.Code, rec.Body)
+	}
+	var view []struct {
+		Name    string `json:"name"`
+		TraceID string `json:"trace_id"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &view); err != nil {
+		t.Fatalf("trace view: %v: %s", err, rec.Body)
+	}
+	names := map[string]bool{}
+	for _, s := range view {
+		names[s.Name] = true
+	}
+	for _, name := range []string{"POST /run_sse", "invoke_agent goose", gooseagent.SpanSession, gooseagent.SpanPrompt, gooseagent.SpanToolCall, gooseagent.SpanApprovalWait} {
+		if !names[name] {
+			t.Errorf("the session's trace view lacks %s: %s", name, rec.Body)
+		}
+	}
+}
+
+// runSSEWith is runSSE with a traceparent header.
+func (s *sidecar) runSSEWith(body any, traceparent string) []sseFrame {
+	s.t.Helper()
+	req, _ := http.NewRequestWithContext(s.t.Context(), http.MethodPost, s.URL+"/run_sse", strings.NewReader(mustJSON(s.t, body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Traceparent", traceparent)
+	resp, err := s.httpc().Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.t.Fatalf("run_sse: %d", resp.StatusCode)
+	}
+	return readSSE(s.t, resp.Body)
+}
+
+// TestTraceFollowsPeerForwarding: a turn for a session another pod owns is
+// forwarded under a peer_forward span, and the owner continues the trace.
+func TestTraceFollowsPeerForwarding(t *testing.T) {
+	tp, exp := tracing()
+	var mu sync.Mutex
+	urls := [2]string{}
+	pods := [2]*sidecar{}
+	for i := range pods {
+		pods[i] = startSidecar(t, flavours[0].start(t, goosetest.Echo), t.TempDir(), func(c *server.Config) {
+			c.TracerProvider = tp
+			c.Peers = func(context.Context) ([]string, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return []string{urls[1-i]}, nil
+			}
+		})
+		mu.Lock()
+		urls[i] = pods[i].URL
+		mu.Unlock()
+	}
+	pods[0].createSession("u", "owned")
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	frames := pods[1].runSSEWith(runBody("u", "owned", "hello", true), "00-"+traceID+"-00f067aa0ba902b7-01")
+	if !strings.Contains(mustJSON(t, frames), "echo: ") {
+		t.Fatalf("forwarded turn: %v", frames)
+	}
+	tid, _ := trace.TraceIDFromHex(traceID)
+	got := tree(spansOf(exp, tid))
+	t.Logf("span tree:\n%s", got)
+	want := `POST /run_sse (parent 00f067aa0ba902b7)
+  adk2goose.peer_forward
+    POST /run_sse
+      invoke_agent goose
+        goose.session
+        goose.prompt adk2goose.awaiting_confirmation=false [first_event]
+`
+	if got != want {
+		t.Fatalf("span tree:\n%s\nwant:\n%s", got, want)
+	}
+}
