@@ -264,6 +264,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.sessions = sessions
+	// gooseagent trusts a goose session id kept under the unscoped key of
+	// versions before ids were scoped by agent only once it has found, in
+	// the history, the event that set it: such a session's run loads it all.
+	sessions.needsHistory = func(sess session.Session) bool {
+		st := sess.State()
+		if _, err := st.Get(gooseagent.SessionIDStateKey(cfg.AppName)); err == nil {
+			return false
+		}
+		_, err := st.Get(gooseagent.StateKeySessionID)
+		return err == nil
+	}
 	s.usage, err = OpenUsageStore(ctx, filepath.Join(cfg.DataDir, UsageDBFile))
 	if err != nil {
 		return nil, err

@@ -133,6 +133,10 @@ type sessionService struct {
 	// it owned outside the database. Set up before serving.
 	deleted []func(context.Context, *session.DeleteRequest)
 
+	// needsHistory, if set, tells from a session loaded with its last
+	// event only whether its run needs the whole history after all.
+	needsHistory func(session.Session) bool
+
 	mu sync.Mutex
 	// pending is the background write of each session's user message.
 	pending map[sessionID]*pendingWrite
@@ -185,6 +189,9 @@ func (s *sessionService) Get(ctx context.Context, req *session.GetRequest) (*ses
 		recent := *req
 		recent.NumRecentEvents = 1
 		resp, err := s.Service.Get(ctx, &recent)
+		if err == nil && s.needsHistory != nil && s.needsHistory(resp.Session) {
+			resp, err = s.Service.Get(ctx, req)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -9,8 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/adk/model"
+	"google.golang.org/adk/session"
+	"google.golang.org/genai"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/server"
 )
 
@@ -287,5 +293,42 @@ func TestConcurrentA2AMessagesOneContext(t *testing.T) {
 	checkPaired(t, sc.turnTexts("A2A_USER_ctx-c", "ctx-c"), n)
 	if p := g.Prompts(); len(p) != n {
 		t.Fatalf("goose was asked %d times, want %d", len(p), n)
+	}
+}
+
+// TestRunOfLegacySessionKeepsItsGooseSession: a run loads only the last
+// event of its session, except for a session of an older version whose
+// goose session id is under the unscoped state key: gooseagent accepts that
+// id only after finding the event that set it, however far back, so the
+// conversation goes on in the same goose session.
+func TestRunOfLegacySessionKeepsItsGooseSession(t *testing.T) {
+	g := goosetest.NewServe(t, goosetest.WithServeScript(goosetest.Echo))
+	b := serveClient(t, g)
+	sc := startSidecar(t, b, t.TempDir())
+	gs, err := b.StartSession(t.Context(), goose.StartOptions{WorkingDir: "/tmp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := sc.srv.SessionService()
+	cr, err := svc.Create(t.Context(), &session.CreateRequest{AppName: appName, UserID: "u", SessionID: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		ev := session.NewEventWithContext(t.Context(), "inv-old")
+		ev.Author = appName
+		ev.LLMResponse = model.LLMResponse{Content: genai.NewContentFromText(fmt.Sprint("old reply ", i), genai.RoleModel)}
+		if i == 0 {
+			ev.Actions.StateDelta = map[string]any{gooseagent.StateKeySessionID: gs.ID}
+		}
+		if err := svc.AppendEvent(t.Context(), cr.Session, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _ := sc.runSSE(runBody("u", "old", "still there?", true)); code != http.StatusOK {
+		t.Fatalf("run: %d", code)
+	}
+	if p := g.Prompts(); len(p) != 1 || p[0].SessionID != gs.ID {
+		t.Fatalf("prompts %+v, want one in goose session %s", p, gs.ID)
 	}
 }
