@@ -38,6 +38,7 @@ import (
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/internal/bearer"
 	"github.com/adk2goose/goose-operator/internal/testenv"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
@@ -524,21 +525,10 @@ func partsText(ev map[string]any) string {
 	return b.String()
 }
 
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
-}
-
 // chatA2A uses adk-go's own A2A client: the agent as a remote sub-agent.
 func (d *demo) chatA2A(ctx context.Context) error {
 	d.step("Talking to the agent over A2A with ADK's remoteagent (agent card %s/.well-known/agent-card.json)", d.sidecar)
-	hc := &http.Client{Transport: bearer{d.token, http.DefaultTransport}}
+	hc := &http.Client{Transport: bearer.Transport{Token: d.token}}
 	defer hc.CloseIdleConnections()
 	remote, err := remoteagent.NewA2A(remoteagent.A2AConfig{
 		Name:              "goose_remote",

@@ -28,13 +28,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/percentile"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
 
@@ -145,10 +145,10 @@ func run(cfg config) (bool, error) {
 		}
 		later := "-"
 		if len(res.ttfeLater) > 0 {
-			later = pct(res.ttfeLater, 50).Round(time.Millisecond).String()
+			later = percentile.Of(res.ttfeLater, 50).Round(time.Millisecond).String()
 		}
 		fmt.Printf("%4d %9d %7d %9d %10s %10s %12s %9s %13.0f %15d %12.1f %16.0f %9d\n",
-			r, res.completed, res.errors, res.maxOpen, pct(res.ttfe, 50).Round(time.Millisecond), pct(res.ttfe, 99).Round(time.Millisecond),
+			r, res.completed, res.errors, res.maxOpen, percentile.Of(res.ttfe, 50).Round(time.Millisecond), percentile.Of(res.ttfe, 99).Round(time.Millisecond),
 			later, res.wall.Round(10*time.Millisecond), res.peak.rssMiB, res.peak.goroutines, res.cpu.Seconds(), after.rssMiB, after.goroutines)
 		for _, e := range res.samples {
 			fmt.Printf("     error: %s\n", e)
@@ -507,13 +507,4 @@ func stream(hc *http.Client, base, id string, deltas int, open *atomic.Int64, op
 		return 0, fmt.Errorf("session %s: %d of %d deltas, final event %v", id, partial, deltas, final)
 	}
 	return ttfe, nil
-}
-
-func pct(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*p/100)]
 }

@@ -15,24 +15,16 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
+	"github.com/adk2goose/goose-operator/internal/bearer"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
-
-// bearer adds the sidecar token to every request of the A2A client.
-type bearer struct{ base http.RoundTripper }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+testToken)
-	return b.base.RoundTrip(r)
-}
 
 // remoteRunner is a local ADK runner whose root agent is adk-go's A2A client
 // (remoteagent v2) for the agent card at base, with session "s" of user "u"
 // created. tr carries its requests; the sidecar token is added.
 func remoteRunner(t *testing.T, base string, tr http.RoundTripper) *runner.Runner {
 	t.Helper()
-	hc := &http.Client{Transport: bearer{tr}}
+	hc := &http.Client{Transport: bearer.Transport{Token: testToken, Base: tr}}
 	t.Cleanup(hc.CloseIdleConnections)
 	remote, err := remoteagent.NewA2A(remoteagent.A2AConfig{
 		Name:              "goose_remote",

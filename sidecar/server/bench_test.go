@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
+	"github.com/adk2goose/goose-operator/internal/percentile"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
@@ -245,10 +245,10 @@ func BenchmarkStreamPaths(b *testing.B) {
 				inuse := func(m runtime.MemStats) float64 { return float64(m.HeapInuse + m.StackInuse) }
 				res.bytesPerStream = (inuse(during) - inuse(before)) / held
 			}
-			p50, p99 := pct(res.ttfe, 50), pct(res.ttfe, 99)
+			p50, p99 := percentile.Of(res.ttfe, 50), percentile.Of(res.ttfe, 99)
 			b.ReportMetric(ms(p50), "ttfe-p50-ms")
 			b.ReportMetric(ms(p99), "ttfe-p99-ms")
-			b.ReportMetric(float64(pct(res.perEvent, 50).Microseconds()), "event-p50-µs")
+			b.ReportMetric(float64(percentile.Of(res.perEvent, 50).Microseconds()), "event-p50-µs")
 			b.ReportMetric(float64(res.events)/res.wall.Seconds(), "events/s")
 			b.ReportMetric(res.bytesPerStream/1024, "KiB/open-stream")
 			b.ReportMetric(ms(res.cpu)/float64(b.N*streams), "cpu-ms/reply")
@@ -267,19 +267,19 @@ func BenchmarkStreamPaths(b *testing.B) {
 	cpu := func(r *result) float64 { return ms(r.cpu) / float64(b.N*streams) }
 	for _, p := range paths {
 		r := results[p.name]
-		fmt.Fprintf(&out, "%-10s %12s %12s %14s %12.0f %16.1f %13.2f\n", p.name, pct(r.ttfe, 50).Round(time.Microsecond), pct(r.ttfe, 99).Round(time.Microsecond),
-			pct(r.perEvent, 50).Round(100*time.Nanosecond), rate(r), r.bytesPerStream/1024, cpu(r))
+		fmt.Fprintf(&out, "%-10s %12s %12s %14s %12.0f %16.1f %13.2f\n", p.name, percentile.Of(r.ttfe, 50).Round(time.Microsecond), percentile.Of(r.ttfe, 99).Round(time.Microsecond),
+			percentile.Of(r.perEvent, 50).Round(100*time.Nanosecond), rate(r), r.bytesPerStream/1024, cpu(r))
 	}
 	for _, name := range []string{"proxy", "adk2goose", "forwarded"} {
 		r := results[name]
 		fmt.Fprintf(&out, "%-10s vs direct: TTFE p50 x%.1f, p99 x%.1f, per-event x%.1f, events/s x%.2f, memory/stream x%.1f, CPU/reply x%.1f\n", name,
-			ratio(pct(r.ttfe, 50), pct(d.ttfe, 50)), ratio(pct(r.ttfe, 99), pct(d.ttfe, 99)),
-			ratio(pct(r.perEvent, 50), pct(d.perEvent, 50)),
+			ratio(percentile.Of(r.ttfe, 50), percentile.Of(d.ttfe, 50)), ratio(percentile.Of(r.ttfe, 99), percentile.Of(d.ttfe, 99)),
+			ratio(percentile.Of(r.perEvent, 50), percentile.Of(d.perEvent, 50)),
 			rate(r)/rate(d), r.bytesPerStream/d.bytesPerStream, ratio(r.cpu, d.cpu))
 	}
 	a, f := results["adk2goose"], results["forwarded"]
 	fmt.Fprintf(&out, "forwarded vs adk2goose (the cost of a replica hop): TTFE p50 x%.1f, per-event x%.1f, events/s x%.2f, memory/stream x%.1f, CPU/reply x%.1f\n",
-		ratio(pct(f.ttfe, 50), pct(a.ttfe, 50)), ratio(pct(f.perEvent, 50), pct(a.perEvent, 50)),
+		ratio(percentile.Of(f.ttfe, 50), percentile.Of(a.ttfe, 50)), ratio(percentile.Of(f.perEvent, 50), percentile.Of(a.perEvent, 50)),
 		rate(f)/rate(a), f.bytesPerStream/a.bytesPerStream, ratio(f.cpu, a.cpu))
 	fmt.Fprint(os.Stdout, out.String())
 }
@@ -306,15 +306,6 @@ func seedHistory(b *testing.B, svc session.Service, n int) {
 			}
 		}
 	}
-}
-
-func pct(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*p/100)]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -387,8 +378,8 @@ func BenchmarkTurnOnLongSession(b *testing.B) {
 					ttfe = append(ttfe, first)
 				}
 			}
-			b.ReportMetric(ms(pct(ttfe, 50)), "ttfe-p50-ms")
-			fmt.Fprintf(&out, "%-16d %12s %12s\n", n, pct(ttfe, 50).Round(time.Microsecond), pct(ttfe, 99).Round(time.Microsecond))
+			b.ReportMetric(ms(percentile.Of(ttfe, 50)), "ttfe-p50-ms")
+			fmt.Fprintf(&out, "%-16d %12s %12s\n", n, percentile.Of(ttfe, 50).Round(time.Microsecond), percentile.Of(ttfe, 99).Round(time.Microsecond))
 		})
 	}
 	fmt.Fprint(os.Stdout, out.String())

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
+	"github.com/adk2goose/goose-operator/internal/bearer"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -412,7 +413,7 @@ type a2aHarness struct {
 
 func newA2AHarness(t *testing.T, base string) *a2aHarness {
 	t.Helper()
-	hc := &http.Client{Transport: bearer{http.DefaultTransport}}
+	hc := &http.Client{Transport: bearer.Transport{Token: testToken}}
 	t.Cleanup(hc.CloseIdleConnections)
 	remote, err := remoteagent.NewA2A(remoteagent.A2AConfig{
 		Name: "goose_remote", Description: "goose behind adk2goose",
@@ -524,7 +525,7 @@ func TestA2AConfirmation(t *testing.T) {
 // (task ids, CancelTask, the event types on the wire).
 func a2aRaw(t *testing.T, base string) *a2aclient.Client {
 	t.Helper()
-	hc := &http.Client{Transport: bearer{http.DefaultTransport}}
+	hc := &http.Client{Transport: bearer.Transport{Token: testToken}}
 	t.Cleanup(hc.CloseIdleConnections)
 	card, err := agentcard.NewResolver(hc).Resolve(t.Context(), base)
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/adk2goose/goose-operator/internal/bearer"
 	"google.golang.org/adk/agent"
 	remoteagent "google.golang.org/adk/agent/remoteagent/v2"
 	"google.golang.org/adk/runner"
@@ -81,7 +82,7 @@ func run(ctx context.Context, args []string) (*Result, error) {
 	if *insecure {
 		base.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // e2e only: a self-signed in-cluster endpoint
 	}
-	hc := &http.Client{Transport: bearer{*token, base}}
+	hc := &http.Client{Transport: bearer.Transport{Token: *token, Base: base}}
 	switch args[0] {
 	case "get":
 		return nil, get(ctx, hc, *url)
@@ -100,17 +101,6 @@ func run(ctx context.Context, args []string) (*Result, error) {
 		return runA2A(ctx, hc, cards, *text)
 	}
 	return nil, fmt.Errorf("unknown command %q", args[0])
-}
-
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
 }
 
 func post(ctx context.Context, hc *http.Client, url string, body any, out io.Writer) error {
