@@ -32,18 +32,7 @@ func start(t *testing.T, env *testenv.Env, reads *atomic.Int64) *references.Trac
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("tracker: %v", err)
-		}
-	})
-	if !tr.WaitForCacheSync(ctx) {
-		t.Fatal("tracker did not sync")
-	}
+	testenv.RunSynced(t, tr)
 	return tr
 }
 

@@ -230,18 +230,7 @@ func startReferences(t *testing.T, direct client.Reader) *references.Tracker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- refs.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("reference tracker: %v", err)
-		}
-	})
-	if !refs.WaitForCacheSync(ctx) {
-		t.Fatal("reference tracker did not sync")
-	}
+	testenv.RunSynced(t, refs)
 	return refs
 }
 

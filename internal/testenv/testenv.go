@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -198,3 +199,28 @@ func SkipOrFail(t testing.TB, err error) {
 
 // Kubectl returns the path of the kubectl binary built beside the envtest binaries.
 func (e *Env) Kubectl() string { return filepath.Join(e.Assets, "kubectl") }
+
+// Syncer is a cache-backed runnable: a controller-runtime cache, or anything
+// that starts one (package references' Tracker).
+type Syncer interface {
+	Start(ctx context.Context) error
+	WaitForCacheSync(ctx context.Context) bool
+}
+
+// RunSynced starts s until the test ends, failing the test if it stops with
+// an error, and returns once its caches have synced.
+func RunSynced(t testing.TB, s Syncer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("failed to run %T: %v", s, err)
+		}
+	})
+	if !s.WaitForCacheSync(ctx) {
+		t.Fatalf("%T did not sync", s)
+	}
+}
