@@ -312,7 +312,26 @@ func (r turn) gooseHost() string {
 }
 
 // chat runs the client in the client pod: one turn over "rest" or "a2a".
+//
+// kube-proxy programs a Service's endpoint a moment after its pod is Ready
+// (seen on the real node, for a new agent and after a pod was replaced), and
+// until then the Service refuses connections. A refused connection never
+// reached the agent, so it is retried, for up to a minute; any other error
+// is returned at once.
 func (e *env) chat(t *testing.T, ns, pod string, args ...string) (turn, error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r, err := e.chatOnce(t, ns, pod, args...)
+		if err == nil || !strings.Contains(err.Error(), "connect: connection refused") || time.Now().After(deadline) {
+			return r, err
+		}
+		t.Logf("the Service refused the connection (endpoint not programmed yet), retrying: %v", err)
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func (e *env) chatOnce(t *testing.T, ns, pod string, args ...string) (turn, error) {
 	t.Helper()
 	out, err := e.kubectl(t, "", append([]string{"-n", ns, "exec", pod, "--", "client"}, args...)...)
 	if err != nil {
@@ -323,23 +342,6 @@ func (e *env) chat(t *testing.T, ns, pod string, args ...string) (turn, error) {
 		return turn{}, fmt.Errorf("failed to decode client output %q: %w", out, err)
 	}
 	return r, nil
-}
-
-// chatAfterRoll is chat for the first turn after the agent's only pod was
-// replaced: kube-proxy programs the new endpoint a moment after the pod is
-// Ready, and until then the Service refuses connections (seen on the real
-// node). A refused connection never reached the agent, so it is retried.
-func (e *env) chatAfterRoll(t *testing.T, ns, pod string, args ...string) (turn, error) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		r, err := e.chat(t, ns, pod, args...)
-		if err == nil || !strings.Contains(err.Error(), "connect: connection refused") || time.Now().After(deadline) {
-			return r, err
-		}
-		t.Logf("the Service refused the connection (endpoint not programmed yet), retrying: %v", err)
-		time.Sleep(500 * time.Millisecond)
-	}
 }
 
 // token reads an agent's bearer token from its Secret.

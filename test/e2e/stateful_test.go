@@ -72,7 +72,7 @@ func (e *env) secretRoll(t *testing.T, pod string) {
 			e.podSummary(t, samplesNS, name)
 	})
 	e.waitAgentReady(t, samplesNS, name, 1)
-	r2, err := e.chatAfterRoll(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case3", "-text", "after the roll")
+	r2, err := e.chat(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case3", "-text", "after the roll")
 	if err != nil {
 		t.Fatalf("the conversation did not continue after the roll: %v", err)
 	}
@@ -130,7 +130,7 @@ func (e *env) podDeletion(t *testing.T, pod string) {
 	if claimAfter.UID != claim.UID || claimAfter.Spec.VolumeName != claim.Spec.VolumeName {
 		t.Errorf("the new pod mounts claim %s (volume %s), the old one %s (volume %s)", claimAfter.UID, claimAfter.Spec.VolumeName, claim.UID, claim.Spec.VolumeName)
 	}
-	r2, err := e.chatAfterRoll(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case4", "-text", "second turn")
+	r2, err := e.chat(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case4", "-text", "second turn")
 	if err != nil {
 		t.Fatalf("the session did not survive the pod's deletion: %v", err)
 	}
