@@ -270,16 +270,17 @@ func (cn *conn) lostErr() error {
 	return errors.New("connection lost")
 }
 
-// handle answers goose's requests on this connection, each on its own
-// goroutine; notifications are routed by the transport (wsConn.read).
-func (cn *conn) handle(ctx context.Context, method string, params json.RawMessage) (any, *acpsdk.RequestError) {
+// handle accepts goose's requests on this connection (on its reader) and
+// returns the work that answers each; notifications are routed by the
+// transport (wsConn.read).
+func (cn *conn) handle(method string, params json.RawMessage) func(context.Context) (any, *acpsdk.RequestError) {
 	switch method {
 	case methodRequestPermission:
-		return cn.c.handlePermission(ctx, cn, params)
+		return cn.c.acceptPermission(cn, params)
 	}
 	// We advertise no fs/terminal capabilities, so goose sends nothing else
 	// that needs an answer (§5).
-	return nil, acpsdk.NewMethodNotFound(method)
+	return func(context.Context) (any, *acpsdk.RequestError) { return nil, acpsdk.NewMethodNotFound(method) }
 }
 
 // controlConn returns the connection for calls not tied to a running reply
@@ -958,47 +959,47 @@ func (c *Client) route(cn *conn, method string, params json.RawMessage) {
 	r.deliver(d, c.cfg.MaxQueuedEvents, cn.rpc.Closing())
 }
 
-// handlePermission turns session/request_permission into an
-// *goose.ApprovalRequest and blocks until Approve answers it (§2.7).
-func (c *Client) handlePermission(ctx context.Context, cn *conn, params json.RawMessage) (any, *acpsdk.RequestError) {
+// acceptPermission turns session/request_permission into an
+// *goose.ApprovalRequest; the work it returns blocks until Approve answers it
+// (§2.7). It runs on the connection's reader: the tool_call goose sent before
+// the request has reached the reply, and a session/load the request came
+// during is still in flight.
+func (c *Client) acceptPermission(cn *conn, params json.RawMessage) func(context.Context) (any, *acpsdk.RequestError) {
 	var req acpsdk.RequestPermissionRequest
 	if err := json.Unmarshal(params, &req); err != nil {
-		return nil, acpsdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		return func(context.Context) (any, *acpsdk.RequestError) {
+			return nil, acpsdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		}
 	}
-	// The tool_call goose sent before this request has reached the reply
-	// already: the reader routes each notification before it reads the next
-	// frame.
+	cancelled := func(context.Context) (any, *acpsdk.RequestError) { return cancelledOutcome(), nil }
+	id := string(req.ToolCall.ToolCallId)
+	title := ""
+	if req.ToolCall.Title != nil {
+		title = *req.ToolCall.Title
+	}
 	c.mu.Lock()
 	r := c.replies[string(req.SessionId)]
-	c.mu.Unlock()
 	if r == nil || r.cn != cn {
 		// Nobody can answer: refuse (an unanswered request blocks goose
 		// forever). One that comes during session/load is goose resuming a
 		// turn that waited for an approval when an earlier connection (an
 		// adk2goose that restarted) went away: kept for the session's next
 		// reply to report.
-		id := string(req.ToolCall.ToolCallId)
-		name := id
-		if req.ToolCall.Title != nil {
-			name = *req.ToolCall.Title
-		}
-		c.mu.Lock()
 		if cn.loading[string(req.SessionId)] {
+			name := id
+			if title != "" {
+				name = title
+			}
 			c.lost[string(req.SessionId)] = append(c.lost[string(req.SessionId)], &goose.ToolResponse{ID: id, Name: name, IsError: true,
 				Text: "not run: it was waiting for approval when adk2goose restarted, and goose was told it is denied; ask again to run it"})
 		}
 		c.mu.Unlock()
-		return cancelledOutcome(), nil
+		return cancelled
 	}
-	id := string(req.ToolCall.ToolCallId)
+	c.mu.Unlock()
 	ch := make(chan goose.Decision, 1)
 	if !r.addApproval(id, ch) {
-		return cancelledOutcome(), nil
-	}
-	defer r.removeApproval(id, ch)
-	title := ""
-	if req.ToolCall.Title != nil {
-		title = *req.ToolCall.Title
+		return cancelled
 	}
 	r.push(item{ev: &goose.ApprovalRequest{
 		ID:        id,
@@ -1006,13 +1007,16 @@ func (c *Client) handlePermission(ctx context.Context, cn *conn, params json.Raw
 		Arguments: rawJSON(req.ToolCall.RawInput),
 		Prompt:    title,
 	}})
-	select {
-	case d := <-ch:
-		return permissionOutcome(d, req.Options), nil
-	case <-r.ended:
-		return cancelledOutcome(), nil
-	case <-ctx.Done():
-		return nil, acpsdk.NewRequestCancelled(nil)
+	return func(ctx context.Context) (any, *acpsdk.RequestError) {
+		defer r.removeApproval(id, ch)
+		select {
+		case d := <-ch:
+			return permissionOutcome(d, req.Options), nil
+		case <-r.ended:
+			return cancelledOutcome(), nil
+		case <-ctx.Done():
+			return nil, acpsdk.NewRequestCancelled(nil)
+		}
 	}
 }
 

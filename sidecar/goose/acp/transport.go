@@ -59,7 +59,7 @@ type wsConn struct {
 	maxFrame int
 	log      *slog.Logger
 	notify   func(method string, params json.RawMessage)
-	handle   func(ctx context.Context, method string, params json.RawMessage) (any, *acpsdk.RequestError)
+	handle   requestHandler
 	// ended, when set, runs on the reader once the connection has ended.
 	ended func()
 
@@ -79,6 +79,12 @@ type wsConn struct {
 	cancel    context.CancelFunc
 	handlers  sync.WaitGroup
 }
+
+// requestHandler accepts one request from goose on the reader goroutine, so
+// it sees the connection as of that frame (a session/load not yet answered,
+// every notification before it routed), and returns the work that answers
+// it, which runs on its own goroutine.
+type requestHandler func(method string, params json.RawMessage) func(ctx context.Context) (any, *acpsdk.RequestError)
 
 // rpcMessage is any JSON-RPC message, as read.
 type rpcMessage struct {
@@ -102,7 +108,7 @@ type outMessage struct {
 
 func newWSConn(ws *websocket.Conn, maxFrame int, log *slog.Logger,
 	notify func(string, json.RawMessage),
-	handle func(context.Context, string, json.RawMessage) (any, *acpsdk.RequestError),
+	handle requestHandler,
 ) *wsConn {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrameBytes
@@ -224,8 +230,10 @@ func (w *wsConn) deliver(m rpcMessage) {
 	}
 }
 
-// serve runs one request from goose on its own goroutine and answers it.
+// serve accepts one request from goose here, on the reader, then answers it
+// on its own goroutine.
 func (w *wsConn) serve(m rpcMessage) {
+	answer := w.handle(m.Method, m.Params)
 	ctx, cancel := context.WithCancel(w.ctx)
 	key := string(m.ID)
 	w.mu.Lock()
@@ -240,7 +248,7 @@ func (w *wsConn) serve(m rpcMessage) {
 			w.mu.Unlock()
 			cancel()
 		}()
-		res, rerr := w.handle(ctx, m.Method, m.Params)
+		res, rerr := answer(ctx)
 		out := outMessage{JSONRPC: "2.0", ID: m.ID, Error: rerr}
 		if rerr == nil {
 			if res == nil {

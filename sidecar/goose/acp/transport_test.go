@@ -44,13 +44,15 @@ func TestWSConnFrames(t *testing.T) {
 	handled := make(chan context.Context, 1)
 	w := newWSConn(ws, 1<<10, slog.New(slog.DiscardHandler),
 		func(method string, params json.RawMessage) { notes <- method + " " + string(params) },
-		func(ctx context.Context, method string, _ json.RawMessage) (any, *acpsdk.RequestError) {
-			if method == "slow" {
-				handled <- ctx
-				<-ctx.Done()
-				return nil, acpsdk.NewRequestCancelled(nil)
+		func(method string, _ json.RawMessage) func(context.Context) (any, *acpsdk.RequestError) {
+			return func(ctx context.Context) (any, *acpsdk.RequestError) {
+				if method == "slow" {
+					handled <- ctx
+					<-ctx.Done()
+					return nil, acpsdk.NewRequestCancelled(nil)
+				}
+				return map[string]string{"echo": method}, nil
 			}
-			return map[string]string{"echo": method}, nil
 		})
 	w.start(nil)
 	t.Cleanup(func() { _ = w.Close() })
@@ -199,7 +201,9 @@ func FuzzWSConnDispatch(f *testing.F) {
 		}
 	}()
 	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler), func(string, json.RawMessage) {},
-		func(context.Context, string, json.RawMessage) (any, *acpsdk.RequestError) { return nil, nil })
+		func(string, json.RawMessage) func(context.Context) (any, *acpsdk.RequestError) {
+			return func(context.Context) (any, *acpsdk.RequestError) { return nil, nil }
+		})
 	f.Cleanup(func() { _ = peer.Close(); _ = w.Close() })
 	w.start(nil)
 	f.Fuzz(func(t *testing.T, data []byte) {
