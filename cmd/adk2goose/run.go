@@ -36,7 +36,7 @@ type options struct {
 	peersHost, podIP                                     string
 	budgetFile, podName                                  string
 	budgetSyncInterval                                   time.Duration
-	insecureNoAuth                                       bool
+	insecureNoAuth, startGooseOnCreate                   bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
 	confirmationTimeout, gooseIdleTimeout                time.Duration
 	bodyReadTimeout, turnWait                            time.Duration
@@ -70,8 +70,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		}
 		fs.DurationVar(p, name, def, usage+" (env "+env+")")
 	}
-	boolean := func(p *bool, name, env string, usage string) {
-		def := false
+	boolean := func(p *bool, name, env string, def bool, usage string) {
 		if v := getenv(env); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -113,7 +112,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.workspaceSeedDir, "workspace-seed-dir", "ADK2GOOSE_WORKSPACE_SEED_DIR", "", "directory whose files are copied into every new user or session directory (a mounted ConfigMap)")
 	str(&o.gooseMode, "goose-mode", "GOOSE_MODE", "auto", "tool approval mode of new goose sessions: auto, approve, smart_approve or chat; in approve modes goose's permission requests reach ADK clients as adk_request_confirmation calls")
 	str(&o.authTokenFile, "auth-token-file", "ADK2GOOSE_AUTH_TOKEN_FILE", "", "file holding the inbound token clients must present")
-	boolean(&o.insecureNoAuth, "insecure-no-auth", "ADK2GOOSE_INSECURE_NO_AUTH", "serve without inbound auth (development only)")
+	boolean(&o.insecureNoAuth, "insecure-no-auth", "ADK2GOOSE_INSECURE_NO_AUTH", false, "serve without inbound auth (development only)")
 	str(&o.corsOrigins, "cors-origins", "ADK2GOOSE_CORS_ORIGINS", "", "comma-separated browser origins allowed by CORS, or *")
 	dur(&o.activeWindow, "active-window", "ADK2GOOSE_ACTIVE_WINDOW", 10*time.Minute, "a session used within this window counts as active in /stats")
 	dur(&o.sseWriteTimeout, "sse-write-timeout", "ADK2GOOSE_SSE_WRITE_TIMEOUT", 10*time.Minute, "longest /run_sse response")
@@ -123,6 +122,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	size(&o.maxMessageBody, "max-message-body", "ADK2GOOSE_MAX_MESSAGE_BODY", server.DefaultMaxMessageBytes, "largest body of /run, /run_sse and A2A requests (a user message); larger ones get 413")
 	size(&o.maxOtherBody, "max-other-body", "ADK2GOOSE_MAX_OTHER_BODY", server.DefaultMaxOtherBytes, "largest body of every other route (session create, PATCH); larger ones get 413")
 	dur(&o.bodyReadTimeout, "body-read-timeout", "ADK2GOOSE_BODY_READ_TIMEOUT", server.DefaultBodyReadTimeout, "longest time a request body may take to arrive; slower ones get 408")
+	boolean(&o.startGooseOnCreate, "start-goose-on-create", "ADK2GOOSE_START_GOOSE_ON_CREATE", true, "start a new ADK session's goose session in the background when the session is created, so its first turn does not wait for goose to start it (its agent and extensions)")
 	dur(&o.turnWait, "turn-wait", "ADK2GOOSE_TURN_WAIT", server.DefaultTurnWait, "how long a request waits for a session busy with another turn before it gets 409")
 	str(&o.peersHost, "peers-host", "ADK2GOOSE_PEERS_HOST", "", "DNS name whose addresses are this agent's sidecars (its headless Service); requests for a session another pod owns are forwarded there. Empty: one replica, no forwarding")
 	str(&o.podIP, "pod-ip", "POD_IP", "", "this pod's IP, so peer lookups skip it")
@@ -294,6 +294,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		MaxOtherBodyBytes:   o.maxOtherBody,
 		BodyReadTimeout:     o.bodyReadTimeout,
 		TurnWait:            o.turnWait,
+		StartGooseOnCreate:  o.startGooseOnCreate,
 		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir, Mode: o.gooseMode},
 		Peers:               peers,
 		Workspaces:          workspaces,

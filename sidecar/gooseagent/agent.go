@@ -211,6 +211,12 @@ type Config struct {
 	// directory in place of StartOptions.WorkingDir (see package
 	// sidecar/workspace).
 	Workspaces Workspaces
+	// StartGooseOnCreate starts the goose session in the background as soon
+	// as SessionService creates the ADK session, so the first turn does not
+	// wait for goose to start it (its agent and extensions). A first turn
+	// that comes sooner waits for that start instead of making a second
+	// one; a start that fails is logged and the first turn tries again.
+	StartGooseOnCreate bool
 }
 
 // Workspaces chooses and prepares the working directory of ADK sessions.
@@ -282,7 +288,8 @@ type gooseAgent struct {
 	closed     bool
 	stop       context.Context
 	cancelStop context.CancelFunc
-	// wg counts running confirmation timeouts, which Close waits for.
+	// wg counts running confirmation timeouts and early starts, which Close
+	// waits for.
 	wg sync.WaitGroup
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/adk/session"
 
@@ -83,21 +84,94 @@ func (g *gooseAgent) deleteSession(ctx context.Context, key SessionKey, sess ses
 }
 
 // SessionService returns svc whose Delete also calls DeleteSession for this
-// agent, after the ADK session is gone. Hand it to whatever deletes
-// sessions (adk-go's adkrest server, your own code); several goose agents
-// of one tree wrap it in turn. A goose session that cannot be deleted is
-// logged, not returned: the ADK session is gone and a new one under its id
-// starts a fresh goose conversation all the same.
+// agent, after the ADK session is gone, and whose Create starts the goose
+// session early when Config.StartGooseOnCreate is set. Hand it to whatever
+// creates and deletes sessions (adk-go's adkrest server, your own code);
+// several goose agents of one tree wrap it in turn. A goose session that
+// cannot be deleted is logged, not returned: the ADK session is gone and a
+// new one under its id starts a fresh goose conversation all the same.
 func (c *Controller) SessionService(svc session.Service) session.Service {
-	return &deletingService{Service: svc, c: c}
+	return &linkedService{Service: svc, c: c}
 }
 
-type deletingService struct {
+// linkedService ties the ADK sessions' lifecycle to their goose sessions.
+type linkedService struct {
 	session.Service
 	c *Controller
 }
 
-func (s *deletingService) Delete(ctx context.Context, req *session.DeleteRequest) error {
+func (s *linkedService) Create(ctx context.Context, req *session.CreateRequest) (*session.CreateResponse, error) {
+	resp, err := s.Service.Create(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if g := s.c.g; g.cfg.StartGooseOnCreate && resp != nil && resp.Session != nil {
+		g.startEarly(SessionKey{AppName: resp.Session.AppName(), UserID: resp.Session.UserID(), SessionID: resp.Session.ID()}, resp.Session)
+	}
+	return resp, nil
+}
+
+// earlyStartTimeout bounds a goose session start nobody waits for yet.
+const earlyStartTimeout = 2 * time.Minute
+
+// startEarly starts the goose session of a newly created ADK session in the
+// background. The session's turn lock is taken before it returns, so a
+// first turn waits for this start rather than making a second goose
+// session; if the lock is taken already, a turn is starting it anyway.
+func (g *gooseAgent) startEarly(key SessionKey, sess session.Session) {
+	if id, _ := g.storedGooseID(sess); id != "" {
+		return // created with a goose session named in its state
+	}
+	e := g.entry(key)
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		g.unuse(e)
+		return
+	}
+	select {
+	case e.lock <- struct{}{}:
+	default:
+		g.mu.Unlock()
+		g.unuse(e)
+		return
+	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	go func() {
+		defer g.wg.Done()
+		defer g.unuse(e)
+		defer e.release()
+		if e.gooseID != "" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(g.stop, earlyStartTimeout)
+		defer cancel()
+		opts := g.cfg.StartOptions
+		if ws := g.cfg.Workspaces; ws != nil {
+			dir, release, err := ws.Open(ctx, key.UserID, key.SessionID)
+			if err != nil {
+				g.cfg.Logger.WarnContext(ctx, "failed to prepare working directory for an early goose session start; the first turn will start it",
+					"adk_session", key.SessionID, "error", err)
+				return
+			}
+			defer release()
+			opts.WorkingDir = dir
+		}
+		s, err := g.cfg.Backend.StartSession(ctx, opts)
+		if err != nil {
+			g.cfg.Logger.WarnContext(ctx, "failed to start goose session early; the first turn will start it",
+				"adk_session", key.SessionID, "error", err)
+			return
+		}
+		// The first turn writes the mapping into the ADK session state.
+		e.gooseID, e.ready, e.totals = s.ID, true, &goose.Usage{}
+		g.cfg.Logger.InfoContext(ctx, "started goose session",
+			"adk_session", key.SessionID, "goose_session", s.ID, "working_dir", opts.WorkingDir, "early", true)
+	}()
+}
+
+func (s *linkedService) Delete(ctx context.Context, req *session.DeleteRequest) error {
 	var sess session.Session
 	got, err := s.Get(ctx, &session.GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID})
 	if err == nil && got != nil {

@@ -314,9 +314,13 @@ func (t *turn) openSession(e *sessionEntry) error {
 		}
 		e.gooseID, e.ready = s.ID, true
 		t.prev = &goose.Usage{}
-		t.stateDelta[SessionIDStateKey(t.g.cfg.Name)] = s.ID
 		t.g.cfg.Logger.InfoContext(t.ic, "started goose session",
 			"adk_session", t.key.SessionID, "goose_session", s.ID, "working_dir", opts.WorkingDir)
+	}
+	if e.gooseID != id {
+		// A session started now, started early (StartGooseOnCreate), or
+		// started again after goose lost the one the state named.
+		t.stateDelta[SessionIDStateKey(t.g.cfg.Name)] = e.gooseID
 	}
 	t.gooseID = e.gooseID
 	return nil

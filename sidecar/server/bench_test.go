@@ -91,7 +91,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 		return c
 	}
 	sidecarBackend := newClient(fake.URL)
-	sc := startSidecar(b, sidecarBackend, b.TempDir())
+	sc := startSidecar(b, sidecarBackend, b.TempDir(), func(cfg *server.Config) { cfg.StartGooseOnCreate = *benchEarly })
 	seedHistory(b, sc.srv.SessionService(), *benchHistory)
 
 	type path struct {
@@ -283,6 +283,8 @@ func BenchmarkStreamPaths(b *testing.B) {
 		rate(f)/rate(a), f.bytesPerStream/a.bytesPerStream, ratio(f.cpu, a.cpu))
 	fmt.Fprint(os.Stdout, out.String())
 }
+
+var benchEarly = flag.Bool("stream-early-start", true, "BenchmarkStreamPaths: start goose sessions when ADK sessions are created (adk2goose's default)")
 
 var benchConcurrency = flag.Int("stream-concurrency", 50, "BenchmarkStreamPaths: replies streamed at once in the throughput phase")
 

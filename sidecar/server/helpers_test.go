@@ -116,6 +116,8 @@ func startSidecar(t testing.TB, b goose.Backend, dataDir string, opts ...option)
 	cfg := server.Config{
 		Backend: b, AppName: appName, DataDir: dataDir, AuthToken: testToken,
 		StartOptions: goose.StartOptions{WorkingDir: "/tmp"},
+		// adk2goose's default (its -start-goose-on-create flag).
+		StartGooseOnCreate: true,
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -131,6 +131,9 @@ type Config struct {
 	// TurnWait is how long a request waits for a session busy with another
 	// turn before it gets 409. Default DefaultTurnWait.
 	TurnWait time.Duration
+	// StartGooseOnCreate starts a new ADK session's goose session in the
+	// background at its creation (gooseagent.Config.StartGooseOnCreate).
+	StartGooseOnCreate bool
 	// Peers lists the other sidecars of the agent (replicas > 1); nil serves
 	// every request here.
 	Peers peering.Peers
@@ -309,6 +312,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		SessionService:      s.sessions,
 		Workspaces:          workspaces,
 		TracerProvider:      tracerProvider(cfg.TracerProvider),
+		StartGooseOnCreate:  cfg.StartGooseOnCreate,
 	})
 	if err != nil {
 		return nil, err

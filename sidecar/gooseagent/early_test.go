@@ -1,0 +1,157 @@
+package gooseagent_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"google.golang.org/adk/session"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+)
+
+// gatedStarts holds every StartSession until release is closed and counts
+// them; failing makes them fail.
+type gatedStarts struct {
+	*scriptBackend
+	mu      sync.Mutex
+	calls   int
+	entered chan struct{} // one send per StartSession
+	release chan struct{}
+	failing bool
+}
+
+func (b *gatedStarts) StartSession(ctx context.Context, opts goose.StartOptions) (goose.Session, error) {
+	b.mu.Lock()
+	b.calls++
+	failing := b.failing
+	b.mu.Unlock()
+	b.entered <- struct{}{}
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return goose.Session{}, ctx.Err()
+	}
+	if failing {
+		return goose.Session{}, errors.New("goose is starting up")
+	}
+	return b.scriptBackend.StartSession(ctx, opts)
+}
+
+func (b *gatedStarts) starts() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls
+}
+
+func newEarly(t *testing.T, b goose.Backend) (func(string) []string, session.Service, *gooseagent.Controller) {
+	t.Helper()
+	a, control, err := gooseagent.NewWithController(gooseagent.Config{Name: "goose", Backend: b, StartGooseOnCreate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = control.Close(context.Background()) })
+	svc := control.SessionService(session.InMemoryService())
+	r := newRunner(t, a, svc)
+	return func(text string) []string { return texts(t, r, "s", text) }, svc, control
+}
+
+func gooseIDInState(t *testing.T, svc session.Service) any {
+	t.Helper()
+	got, err := svc.Get(t.Context(), &session.GetRequest{AppName: "app", UserID: "u", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := got.Session.State().Get(gooseagent.SessionIDStateKey("goose"))
+	return v
+}
+
+// TestStartGooseOnCreate: creating the ADK session starts its goose
+// session before any turn; a first turn that comes while the start is in
+// flight waits for it and uses that session (one start in all), and the
+// session state then names it.
+func TestStartGooseOnCreate(t *testing.T) {
+	b := &gatedStarts{scriptBackend: newScriptBackend(whoAmI), entered: make(chan struct{}, 4), release: make(chan struct{})}
+	chat, svc, _ := newEarly(t, b)
+	newSession(t, svc, "s")
+	<-b.entered // started by Create, not by a turn
+	done := make(chan []string, 1)
+	go func() { done <- chat("one") }()
+	close(b.release)
+	if got := <-done; !slices.Equal(got, []string{"goose: g1 got one"}) {
+		t.Fatalf("first turn: %q", got)
+	}
+	if n := b.starts(); n != 1 {
+		t.Fatalf("goose sessions started: %d, want 1", n)
+	}
+	if v := gooseIDInState(t, svc); v != "g1" {
+		t.Fatalf("state names goose session %v, want g1", v)
+	}
+	if got := chat("two"); !slices.Equal(got, []string{"goose: g1 got two"}) {
+		t.Fatalf("second turn: %q", got)
+	}
+}
+
+// TestStartGooseOnCreateFails: an early start that fails costs nothing but
+// the attempt: the first turn starts the goose session itself.
+func TestStartGooseOnCreateFails(t *testing.T) {
+	b := &gatedStarts{scriptBackend: newScriptBackend(whoAmI), entered: make(chan struct{}, 4), release: make(chan struct{}), failing: true}
+	chat, svc, _ := newEarly(t, b)
+	newSession(t, svc, "s")
+	<-b.entered
+	b.mu.Lock()
+	b.failing = false
+	b.mu.Unlock()
+	close(b.release)
+	if got := chat("one"); !slices.Equal(got, []string{"goose: g1 got one"}) {
+		t.Fatalf("first turn: %q", got)
+	}
+	if n := b.starts(); n != 2 {
+		t.Fatalf("goose session starts: %d, want the failed early one and the turn's", n)
+	}
+	if v := gooseIDInState(t, svc); v != "g1" {
+		t.Fatalf("state names goose session %v, want g1", v)
+	}
+}
+
+// TestStartGooseOnCreateThenDelete: deleting a session whose early start is
+// in flight waits for it and deletes the goose session it started.
+func TestStartGooseOnCreateThenDelete(t *testing.T) {
+	b := &gatedStarts{scriptBackend: newScriptBackend(whoAmI), entered: make(chan struct{}, 4), release: make(chan struct{})}
+	_, svc, _ := newEarly(t, b)
+	newSession(t, svc, "s")
+	<-b.entered
+	deleted := make(chan error, 1)
+	go func() {
+		deleted <- svc.Delete(context.Background(), &session.DeleteRequest{AppName: "app", UserID: "u", SessionID: "s"})
+	}()
+	close(b.release)
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetSession(t.Context(), "g1"); !errors.Is(err, goose.ErrSessionNotFound) {
+		t.Fatalf("goose session g1 after the ADK session's deletion: %v", err)
+	}
+}
+
+// TestStartGooseOnCreateStopsAtClose: Close cancels an early start goose
+// never answers and waits for it (goleak checks nothing is left).
+func TestStartGooseOnCreateStopsAtClose(t *testing.T) {
+	b := &gatedStarts{scriptBackend: newScriptBackend(whoAmI), entered: make(chan struct{}, 4), release: make(chan struct{})}
+	_, svc, control := newEarly(t, b)
+	newSession(t, svc, "s")
+	<-b.entered
+	if err := control.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// After Close nothing starts early any more.
+	if _, err := svc.Create(t.Context(), &session.CreateRequest{AppName: "app", UserID: "u", SessionID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.starts(); n != 1 {
+		t.Fatalf("starts after Close: %d", n)
+	}
+}
