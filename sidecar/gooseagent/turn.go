@@ -389,7 +389,7 @@ func (t *turn) finish(reason string, err error) {
 	ev.TurnComplete = true
 	ev.FinishReason = finishReason(reason, err)
 	if t.reachedGoose {
-		ev.Actions.StateDelta[UsageStateKey(t.g.cfg.Name)] = usageState(t.totals())
+		ev.Actions.StateDelta[UsageStateKey(t.g.cfg.Name)] = usageState(t.fetchTotals())
 	}
 	ev.UsageMetadata = usageMetadata(t.turnUsage())
 	if err != nil {
@@ -402,9 +402,11 @@ func (t *turn) finish(reason string, err error) {
 	t.emit(ev)
 }
 
-// totals works out the session's accumulated usage: goose's own counters when
-// the stream carried them or the backend can tell, else previous + this turn.
-func (t *turn) totals() goose.Usage {
+// fetchTotals settles the session's accumulated usage once per turn and
+// returns it: goose's own counters when the stream carried them, else what
+// Backend.Usage answers (a call to goose), else previous + this turn. It
+// sets t.accumulated and caches the totals on the session entry.
+func (t *turn) fetchTotals() goose.Usage {
 	if t.accumulated == nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ic), t.g.cfg.UsageTimeout)
 		defer cancel()
@@ -418,14 +420,14 @@ func (t *turn) totals() goose.Usage {
 		}
 		t.accumulated = &acc
 	}
-	t.remember()
+	t.rememberTotals()
 	return *t.accumulated
 }
 
-// remember caches the totals for the next turn of this session, which
-// needs them to work out its own usage even if this turn's state delta
-// never reached the session store (client gone).
-func (t *turn) remember() {
+// rememberTotals caches the totals on the session entry for the next turn
+// of this session, which needs them to work out its own usage even if this
+// turn's state delta never reached the session store (client gone).
+func (t *turn) rememberTotals() {
 	if t.entry != nil && t.accumulated != nil {
 		acc := *t.accumulated
 		t.entry.totals = &acc
@@ -447,7 +449,7 @@ func (t *turn) recordUsage() {
 	if t.g.cfg.Store == nil || t.gooseID == "" || t.paused {
 		return
 	}
-	totals := t.totals()
+	totals := t.fetchTotals()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ic), t.g.cfg.UsageTimeout)
 	defer cancel()
 	err := t.g.cfg.Store.RecordUsage(ctx, UsageRecord{
