@@ -179,10 +179,7 @@ func (s *store) RecordUsage(ctx context.Context, r gooseagent.UsageRecord) error
 	if s.inner != nil {
 		err = s.inner.RecordUsage(ctx, r)
 	}
-	u := Tokens{Input: r.Turn.InputTokens, Output: r.Turn.OutputTokens, Total: r.Turn.TotalTokens}
-	if u.Total == 0 {
-		u.Total = u.Input + u.Output
-	}
+	u := Tokens{Input: r.Turn.InputTokens, Output: r.Turn.OutputTokens, Total: r.Turn.Total()}
 	return errors.Join(err, s.b.ledger.Add(ctx, s.b.cfg.Now(), u))
 }
 

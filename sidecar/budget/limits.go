@@ -150,8 +150,8 @@ func (l *Limits) limit(kind string) int64 {
 	return l.TotalTokens
 }
 
-// Tokens are token counts. Total is never less than what Input and Output
-// imply when a source reported no total.
+// Tokens are token counts. Total is goose.Usage.Total of what a turn used,
+// so it is set when goose reported no total.
 type Tokens struct {
 	Input  int64 `json:"input"`
 	Output int64 `json:"output"`

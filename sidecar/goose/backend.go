@@ -114,14 +114,6 @@ type UserMessage struct {
 	Text string
 }
 
-// Usage counts tokens. Cost is in USD and nil when goose does not know it.
-type Usage struct {
-	InputTokens  int64
-	OutputTokens int64
-	TotalTokens  int64
-	Cost         *float64
-}
-
 // Decision answers a tool-approval request.
 type Decision string
 

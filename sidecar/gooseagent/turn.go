@@ -228,7 +228,7 @@ func (t *turn) pause(reply *replyStream, ar *goose.ApprovalRequest) bool {
 
 	p := &pausedReply{reply: reply, gooseID: t.gooseID, confID: confID, approval: ar, invocationID: t.ic.InvocationID(), askedAt: ev.Timestamp}
 	if t.prev != nil {
-		prev := addUsage(*t.prev, t.usage)
+		prev := t.prev.Add(t.usage)
 		p.prev = &prev
 	}
 	// Held before the client sees the call, so an immediate answer finds it;
@@ -363,8 +363,8 @@ func (t *turn) handle(ev goose.Event) bool {
 	case *goose.UsageUpdate:
 		// Updates that only carry accumulated figures (ACP's usage_update
 		// notification) have no per-call input/output; do not count them.
-		if e.Last.InputTokens != 0 || e.Last.OutputTokens != 0 {
-			t.usage = addUsage(t.usage, e.Last)
+		if e.Last.HasSplit() {
+			t.usage = t.usage.Add(e.Last)
 		}
 		if e.HasAccumulated {
 			acc := e.Accumulated
@@ -393,7 +393,7 @@ func (t *turn) finish(reason string, err error) {
 	ev.TurnComplete = true
 	ev.FinishReason = finishReason(reason, err)
 	if t.reachedGoose {
-		ev.Actions.StateDelta[UsageStateKey(t.g.cfg.Name)] = usageState(t.totals())
+		ev.Actions.StateDelta[UsageStateKey(t.g.cfg.Name)] = usageState(t.fetchTotals())
 	}
 	ev.UsageMetadata = usageMetadata(t.turnUsage())
 	if err != nil {
@@ -406,34 +406,32 @@ func (t *turn) finish(reason string, err error) {
 	t.emit(ev)
 }
 
-// totals works out the session's accumulated usage: goose's own counters when
-// the stream carried them or the backend can tell, else previous + this turn.
-func (t *turn) totals() goose.Usage {
-	if t.accumulated != nil {
-		t.remember()
-		return *t.accumulated
+// fetchTotals settles the session's accumulated usage once per turn and
+// returns it: goose's own counters when the stream carried them, else what
+// Backend.Usage answers (a call to goose), else previous + this turn. It
+// sets t.accumulated and caches the totals on the session entry.
+func (t *turn) fetchTotals() goose.Usage {
+	if t.accumulated == nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ic), t.g.cfg.UsageTimeout)
+		defer cancel()
+		acc, err := t.g.cfg.Backend.Usage(ctx, t.gooseID)
+		if err != nil {
+			var prev goose.Usage
+			if t.prev != nil {
+				prev = *t.prev
+			}
+			acc = prev.Add(t.usage)
+		}
+		t.accumulated = &acc
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ic), t.g.cfg.UsageTimeout)
-	defer cancel()
-	if u, err := t.g.cfg.Backend.Usage(ctx, t.gooseID); err == nil {
-		t.accumulated = &u
-		t.remember()
-		return u
-	}
-	var prev goose.Usage
-	if t.prev != nil {
-		prev = *t.prev
-	}
-	sum := addUsage(prev, t.usage)
-	t.accumulated = &sum
-	t.remember()
-	return sum
+	t.rememberTotals()
+	return *t.accumulated
 }
 
-// remember caches the totals for the next turn of this session, which
-// needs them to work out its own usage even if this turn's state delta
-// never reached the session store (client gone).
-func (t *turn) remember() {
+// rememberTotals caches the totals on the session entry for the next turn
+// of this session, which needs them to work out its own usage even if this
+// turn's state delta never reached the session store (client gone).
+func (t *turn) rememberTotals() {
 	if t.entry != nil && t.accumulated != nil {
 		acc := *t.accumulated
 		t.entry.totals = &acc
@@ -445,20 +443,7 @@ func (t *turn) remember() {
 // per-call figure), otherwise the sum of the per-call figures.
 func (t *turn) turnUsage() goose.Usage {
 	if t.accumulated != nil && t.prev != nil {
-		a, p := *t.accumulated, *t.prev
-		at, pt := a.TotalTokens, p.TotalTokens
-		if at == 0 {
-			at = a.InputTokens + a.OutputTokens
-		}
-		if pt == 0 {
-			pt = p.InputTokens + p.OutputTokens
-		}
-		d := goose.Usage{InputTokens: max(0, a.InputTokens-p.InputTokens), OutputTokens: max(0, a.OutputTokens-p.OutputTokens), TotalTokens: max(0, at-pt)}
-		if a.Cost != nil {
-			c := max(0, deref(a.Cost)-deref(p.Cost))
-			d.Cost = &c
-		}
-		return d
+		return t.accumulated.Since(*t.prev)
 	}
 	return t.usage
 }
@@ -468,7 +453,7 @@ func (t *turn) recordUsage() {
 	if t.g.cfg.Store == nil || t.gooseID == "" || t.paused {
 		return
 	}
-	totals := t.totals()
+	totals := t.fetchTotals()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ic), t.g.cfg.UsageTimeout)
 	defer cancel()
 	err := t.g.cfg.Store.RecordUsage(ctx, UsageRecord{
@@ -589,14 +574,10 @@ func finishReason(reason string, err error) genai.FinishReason {
 }
 
 func usageMetadata(u goose.Usage) *genai.GenerateContentResponseUsageMetadata {
-	total := u.TotalTokens
-	if total == 0 {
-		total = u.InputTokens + u.OutputTokens
-	}
 	return &genai.GenerateContentResponseUsageMetadata{
 		PromptTokenCount:     clamp32(u.InputTokens),
 		CandidatesTokenCount: clamp32(u.OutputTokens),
-		TotalTokenCount:      clamp32(total),
+		TotalTokenCount:      clamp32(u.Total()),
 	}
 }
 
@@ -604,35 +585,9 @@ func clamp32(n int64) int32 {
 	return int32(max(0, min(n, math.MaxInt32)))
 }
 
-func addUsage(a, b goose.Usage) goose.Usage {
-	at, bt := a.TotalTokens, b.TotalTokens
-	if at == 0 {
-		at = a.InputTokens + a.OutputTokens
-	}
-	if bt == 0 {
-		bt = b.InputTokens + b.OutputTokens
-	}
-	out := goose.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens, TotalTokens: at + bt}
-	if a.Cost != nil || b.Cost != nil {
-		c := deref(a.Cost) + deref(b.Cost)
-		out.Cost = &c
-	}
-	return out
-}
-
-func deref(f *float64) float64 {
-	if f == nil {
-		return 0
-	}
-	return *f
-}
-
+// usageState is the form UsageStateKey holds, read back by usageFromState.
 func usageState(u goose.Usage) map[string]any {
-	total := u.TotalTokens
-	if total == 0 {
-		total = u.InputTokens + u.OutputTokens
-	}
-	return map[string]any{"inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": total}
+	return map[string]any{"inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": u.Total()}
 }
 
 // usageFromState reads a usage state key; values may be int64 (in memory)

@@ -112,11 +112,7 @@ func (m *metrics) turnFinished(res gooseagent.TurnResult) {
 	if res.Usage.OutputTokens > 0 {
 		m.tokens.WithLabelValues("output").Add(float64(res.Usage.OutputTokens))
 	}
-	total := res.Usage.TotalTokens
-	if total == 0 {
-		total = res.Usage.InputTokens + res.Usage.OutputTokens
-	}
-	if total > 0 {
+	if total := res.Usage.Total(); total > 0 {
 		m.tokens.WithLabelValues("total").Add(float64(total))
 	}
 }

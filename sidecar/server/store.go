@@ -63,10 +63,6 @@ func OpenUsageStore(ctx context.Context, path string) (*UsageStore, error) {
 // RecordUsage implements gooseagent.UsageStore. Totals are absolute, so a
 // retried or replayed record cannot double count.
 func (s *UsageStore) RecordUsage(ctx context.Context, r gooseagent.UsageRecord) error {
-	total := r.Totals.TotalTokens
-	if total == 0 {
-		total = r.Totals.InputTokens + r.Totals.OutputTokens
-	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO session_usage
 		(app_name, user_id, session_id, goose_session_id, input_tokens, output_tokens, total_tokens, turns, last_used_ms)
 		VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)
@@ -78,7 +74,7 @@ func (s *UsageStore) RecordUsage(ctx context.Context, r gooseagent.UsageRecord) 
 			turns = turns + 1,
 			last_used_ms = excluded.last_used_ms`,
 		r.Key.AppName, r.Key.UserID, r.Key.SessionID, r.GooseSessionID,
-		r.Totals.InputTokens, r.Totals.OutputTokens, total, r.At.UnixMilli())
+		r.Totals.InputTokens, r.Totals.OutputTokens, r.Totals.Total(), r.At.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("failed to record session usage: %w", err)
 	}

@@ -908,10 +908,8 @@ func parseExportUsage(data []byte) (goose.Usage, error) {
 	}
 	if total != nil {
 		u.TotalTokens = *total
-	} else {
-		u.TotalTokens = u.InputTokens + u.OutputTokens
 	}
-	return u, nil
+	return u.Normalized(), nil
 }
 
 // route hands a notification to the reply running in its session. It runs on
@@ -1322,7 +1320,7 @@ func (c *Client) runPrompt(ctx context.Context, r *reply, msg goose.UserMessage)
 			InputTokens:  int64(u.InputTokens),
 			OutputTokens: int64(u.OutputTokens),
 			TotalTokens:  int64(u.TotalTokens),
-		}}})
+		}.Normalized()}})
 	}
 	r.push(item{ev: &goose.Finish{Reason: string(resp.StopReason)}})
 }

@@ -176,12 +176,12 @@ func decodeGooseUpdate(params []byte) (decoded, error) {
 	u := &g.Update
 	switch u.SessionUpdate {
 	case "usage_update":
+		// goose sends no accumulated total: Normalized derives it.
 		acc := goose.Usage{
 			InputTokens:  u.AccumulatedInputTokens,
 			OutputTokens: u.AccumulatedOutputTokens,
-			TotalTokens:  u.AccumulatedInputTokens + u.AccumulatedOutputTokens,
 			Cost:         u.AccumulatedCost,
-		}
+		}.Normalized()
 		d.Accumulated = &acc
 		d.Event = &goose.UsageUpdate{
 			Last:           goose.Usage{TotalTokens: u.Used},
@@ -193,16 +193,12 @@ func decodeGooseUpdate(params []byte) (decoded, error) {
 		if u.Usage == nil {
 			return d, nil
 		}
-		total := u.Usage.TotalTokens
-		if total == 0 {
-			total = u.Usage.InputTokens + u.Usage.OutputTokens
-		}
 		d.Event = &goose.UsageUpdate{Last: goose.Usage{
 			InputTokens:  u.Usage.InputTokens,
 			OutputTokens: u.Usage.OutputTokens,
-			TotalTokens:  total,
+			TotalTokens:  u.Usage.TotalTokens,
 			Cost:         u.Usage.Cost,
-		}}
+		}.Normalized()}
 	case "status_message":
 		if u.Status == nil {
 			return d, nil

@@ -77,6 +77,7 @@ func FuzzDecodeNotification(f *testing.F) {
 	}
 	f.Add(methodSessionUpdate, []byte(`{"sessionId":"x","update":{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"failed","content":[{"type":"diff","path":"/a","newText":"b"}]}}`))
 	f.Add(methodGooseUpdate, []byte(`{"sessionId":"x","update":{"sessionUpdate":"message_usage"}}`))
+	f.Add(methodGooseUpdate, []byte(`{"sessionId":"x","update":{"sessionUpdate":"message_usage","usage":{"inputTokens":3,"outputTokens":2}}}`))
 	f.Add("other", []byte(`null`))
 	f.Fuzz(func(t *testing.T, method string, params []byte) {
 		d, err := decodeNotification(method, params)
@@ -89,5 +90,41 @@ func FuzzDecodeNotification(f *testing.F) {
 		if d.Event != nil && d.SessionID == "" {
 			t.Fatalf("event without session: %#v", d.Event)
 		}
+		if d.Accumulated != nil && d.Accumulated.TotalTokens != d.Accumulated.Total() {
+			t.Fatalf("accumulated usage without its total: %+v", *d.Accumulated)
+		}
+		if u, ok := d.Event.(*goose.UsageUpdate); ok && (u.Last.TotalTokens != u.Last.Total() || u.Accumulated.TotalTokens != u.Accumulated.Total()) {
+			t.Fatalf("usage without its total: %+v", u)
+		}
 	})
+}
+
+func TestParseExportUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       goose.Usage
+	}{
+		{"accumulated_usage", `{"accumulated_usage":{"input_tokens":600,"output_tokens":60,"total_tokens":700},"accumulated_cost":1}`,
+			goose.Usage{InputTokens: 600, OutputTokens: 60, TotalTokens: 700}},
+		{"accumulated_usage without a total", `{"accumulated_usage":{"input_tokens":600,"output_tokens":60}}`,
+			goose.Usage{InputTokens: 600, OutputTokens: 60, TotalTokens: 660}},
+		{"flat fields with a zero total", `{"accumulated_input_tokens":5,"accumulated_output_tokens":1,"accumulated_total_tokens":0}`,
+			goose.Usage{InputTokens: 5, OutputTokens: 1, TotalTokens: 6}},
+		{"no usage yet", `{"accumulated_usage":null}`, goose.Usage{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseExportUsage([]byte(tc.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cost := got.Cost
+			got.Cost = nil
+			if got != tc.want {
+				t.Errorf("parseExportUsage = %+v, want %+v", got, tc.want)
+			}
+			if tc.name == "accumulated_usage" && (cost == nil || *cost != 1) {
+				t.Errorf("cost = %v, want 1", cost)
+			}
+		})
+	}
 }

@@ -497,5 +497,6 @@ func toSession(ws *wireSession) goose.Session {
 		s.Usage.OutputTokens = deref(u.OutputTokens)
 		s.Usage.TotalTokens = deref(u.TotalTokens)
 	}
+	s.Usage = s.Usage.Normalized()
 	return s
 }

@@ -52,10 +52,7 @@ func (d *decoder) feed(data []byte, out []goose.Event) (_ []goose.Event, done bo
 				TotalTokens:  deref(u.TotalTokens),
 				Cost:         copyFloat(u.Cost),
 			}
-			if u.TotalTokens == nil {
-				last.TotalTokens = last.InputTokens + last.OutputTokens
-			}
-			out = append(out, &goose.UsageUpdate{Last: last})
+			out = append(out, &goose.UsageUpdate{Last: last.Normalized()})
 		}
 	case "Notification":
 		var n wireServerNotification
@@ -199,13 +196,13 @@ func (d *decoder) tokenState(ts *wireTokenState, out []goose.Event) []goose.Even
 	d.lastTS = *ts
 	d.lastTS.AccumulatedCost = copyFloat(ts.AccumulatedCost)
 	return append(out, &goose.UsageUpdate{
-		Last: goose.Usage{InputTokens: ts.InputTokens, OutputTokens: ts.OutputTokens, TotalTokens: ts.TotalTokens},
+		Last: goose.Usage{InputTokens: ts.InputTokens, OutputTokens: ts.OutputTokens, TotalTokens: ts.TotalTokens}.Normalized(),
 		Accumulated: goose.Usage{
 			InputTokens:  ts.AccumulatedInputTokens,
 			OutputTokens: ts.AccumulatedOutputTokens,
 			TotalTokens:  ts.AccumulatedTotalTokens,
 			Cost:         copyFloat(ts.AccumulatedCost),
-		},
+		}.Normalized(),
 		HasAccumulated: true,
 	})
 }

@@ -136,6 +136,8 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte(`{"type":"Notification","request_id":"c","message":{"method":"notifications/progress","params":{"progress":1,"total":2}}}`))
 	f.Add([]byte(`{"type":"Message","message":{"id":null,"role":"assistant","created":1,"content":[{"type":"actionRequired","data":{"actionType":"toolConfirmation","id":"c","toolName":"t","arguments":{},"prompt":null}}],"metadata":{"userVisible":true,"agentVisible":false}},"token_state":` + ts0 + `}`))
 	f.Add([]byte(`{"type":"MessageUsage","message_id":null,"usage":{"inputTokens":1,"cost":0.1}}`))
+	f.Add([]byte(`{"type":"MessageUsage","message_id":null,"usage":{"inputTokens":3,"outputTokens":2,"totalTokens":0}}`))
+	f.Add([]byte(`{"type":"Finish","reason":"stop","token_state":{"inputTokens":3,"outputTokens":2,"totalTokens":0,"accumulatedInputTokens":3,"accumulatedOutputTokens":2,"accumulatedTotalTokens":0,"accumulatedCost":null}}`))
 	f.Add([]byte(`{"type":"Error","error":"x"}`))
 	f.Add([]byte(`{"type":"Finish","reason":"stop","token_state":` + ts0 + `}`))
 	f.Add([]byte(`{"type":"Message","message":{"role":"user","created":1,"content":[{"type":"toolResponse","id":"c","toolResult":{"status":"success","value":{"content":[{"type":"text","text":"r"}],"structuredContent":{"a":1},"isError":true}}}],"metadata":{"userVisible":true,"agentVisible":true}}}`))
@@ -146,6 +148,9 @@ func FuzzDecodeEvent(f *testing.F) {
 			for _, e := range evs {
 				if e == nil {
 					t.Fatal("nil event")
+				}
+				if u, ok := e.(*goose.UsageUpdate); ok && (u.Last.TotalTokens != u.Last.Total() || u.Accumulated.TotalTokens != u.Accumulated.Total()) {
+					t.Fatalf("usage without its total: %+v", u)
 				}
 			}
 			if err != nil && !done {
