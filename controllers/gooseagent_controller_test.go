@@ -95,6 +95,29 @@ func waitHashChange(t testing.TB, ns, name, old, what string) string {
 	return h
 }
 
+// waitGooseEnv waits for the pod template's goose container to have env key
+// set to want: a change there rolls the pods as a hash change does.
+func waitGooseEnv(t testing.TB, ns, name, key, want string) {
+	t.Helper()
+	eventually(t, timeout, "goose env "+key+"="+want, func() error {
+		sts, err := getSTS(ns, name)
+		if err != nil {
+			return err
+		}
+		for _, c := range sts.Spec.Template.Spec.Containers {
+			if c.Name != render.GooseContainer {
+				continue
+			}
+			for _, e := range c.Env {
+				if e.Name == key && e.Value == want {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("goose env has no %s=%s", key, want)
+	})
+}
+
 func condition(a *agentsv1alpha1.GooseAgent, t string) *metav1.Condition {
 	return meta.FindStatusCondition(a.Status.Conditions, t)
 }
@@ -314,8 +337,8 @@ func TestPodSecurityCheckCanFail(t *testing.T) {
 	}
 }
 
-// TestRolloutOnChange: model, extension and referenced Secret changes each
-// change the pod-template hash.
+// TestRolloutOnChange: a model change reaches the pod template's env;
+// extension and referenced Secret changes each change its hash.
 func TestRolloutOnChange(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, "rollout")
@@ -324,13 +347,13 @@ func TestRolloutOnChange(t *testing.T) {
 	createCase(t, c, ns)
 	name := c.Agent.Name
 	waitSTS(t, ns, name)
-	h0 := podHash(t, ns, name)
 	ctx := context.Background()
 
 	updateAgent(t, ns, name, func(a *agentsv1alpha1.GooseAgent) {
 		a.Spec.Provider.Model = "gpt-4.1-mini"
 	})
-	h1 := waitHashChange(t, ns, name, h0, "a model change")
+	waitGooseEnv(t, ns, name, "GOOSE_MODEL", "gpt-4.1-mini")
+	h1 := podHash(t, ns, name)
 
 	updateAgent(t, ns, name, func(a *agentsv1alpha1.GooseAgent) {
 		a.Spec.Extensions = append(a.Spec.Extensions, agentsv1alpha1.ExtensionSpec{Name: "todo", Type: agentsv1alpha1.ExtensionPlatform})
@@ -585,11 +608,10 @@ func TestUnsetReplicasLeftAlone(t *testing.T) {
 	if err := env.Client.Update(ctx, sts, client.FieldOwner("horizontal-pod-autoscaler")); err != nil {
 		t.Fatal(err)
 	}
-	h0 := sts.Spec.Template.Annotations[render.ConfigHashAnnotation]
 	a := updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
 		a.Spec.Provider.Model = "gpt-4.1"
 	})
-	waitHashChange(t, ns, a.Name, h0, "a model change")
+	waitGooseEnv(t, ns, a.Name, "GOOSE_MODEL", "gpt-4.1")
 	sts, _ = getSTS(ns, a.Name)
 	if *sts.Spec.Replicas != 3 {
 		t.Errorf("replicas = %d after reconcile, want the externally set 3", *sts.Spec.Replicas)

@@ -2,11 +2,11 @@
 // over the ADK REST API and A2A. Every flag can also be set through the
 // environment variable named in its usage; flags win over the environment.
 //
-// With -goose-mode approve or smart_approve, goose asks before running tools;
-// adk2goose forwards each request to the ADK client as an
-// adk_request_confirmation call (A2A: an input-required task) and denies it
-// when no answer arrives within -confirmation-timeout. The default mode stays
-// auto, goose's own default.
+// goose's own GOOSE_MODE (the operator sets it from spec.mode) is the mode of
+// new sessions; adk2goose does not set one. In approve and smart_approve
+// goose asks before running tools; adk2goose forwards each request to the ADK
+// client as an adk_request_confirmation call (A2A: an input-required task)
+// and denies it when no answer arrives within -confirmation-timeout.
 package main
 
 import (

@@ -31,7 +31,7 @@ var version = "dev"
 type options struct {
 	listen, publicBaseURL, appName, description, dataDir string
 	gooseURL, gooseFlavor, gooseSecretFile, gooseWorkDir string
-	gooseMode, authTokenFile, corsOrigins                string
+	authTokenFile, corsOrigins                           string
 	logLevel, logFormat                                  string
 	peersHost, podIP                                     string
 	budgetFile, podName                                  string
@@ -110,7 +110,6 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.workspaceScope, "workspace-scope", "ADK2GOOSE_WORKSPACE_SCOPE", string(workspace.ScopeSession), "which sessions share a working directory: session (each its own, under <workspace>/sessions), user (one per ADK user id, under <workspace>/users) or agent (all in the workspace itself)")
 	dur(&o.workspaceRetention, "workspace-retention", "ADK2GOOSE_WORKSPACE_RETENTION", 0, "remove user and session directories unused for this long (0: keep until the session is deleted)")
 	str(&o.workspaceSeedDir, "workspace-seed-dir", "ADK2GOOSE_WORKSPACE_SEED_DIR", "", "directory whose files are copied into every new user or session directory (a mounted ConfigMap)")
-	str(&o.gooseMode, "goose-mode", "GOOSE_MODE", "auto", "tool approval mode of new goose sessions: auto, approve, smart_approve or chat; in approve modes goose's permission requests reach ADK clients as adk_request_confirmation calls")
 	str(&o.authTokenFile, "auth-token-file", "ADK2GOOSE_AUTH_TOKEN_FILE", "", "file holding the inbound token clients must present")
 	boolean(&o.insecureNoAuth, "insecure-no-auth", "ADK2GOOSE_INSECURE_NO_AUTH", false, "serve without inbound auth (development only)")
 	str(&o.corsOrigins, "cors-origins", "ADK2GOOSE_CORS_ORIGINS", "", "comma-separated browser origins allowed by CORS, or *")
@@ -147,11 +146,6 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	}
 	if o.authTokenFile == "" && !o.insecureNoAuth {
 		return nil, errors.New("an auth token file is required (-auth-token-file), or -insecure-no-auth for development")
-	}
-	switch o.gooseMode {
-	case "auto", "approve", "smart_approve", "chat":
-	default:
-		return nil, fmt.Errorf("unknown goose mode %q: want auto, approve, smart_approve or chat", o.gooseMode)
 	}
 	if o.turnWait <= 0 {
 		return nil, fmt.Errorf("turn wait must be positive, got %s", o.turnWait)
@@ -295,7 +289,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		BodyReadTimeout:     o.bodyReadTimeout,
 		TurnWait:            o.turnWait,
 		StartGooseOnCreate:  o.startGooseOnCreate,
-		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir, Mode: o.gooseMode},
+		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir},
 		Peers:               peers,
 		Workspaces:          workspaces,
 		PodName:             o.podName,

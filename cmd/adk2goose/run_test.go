@@ -117,13 +117,13 @@ func TestParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.appName != "from_flag" || o.activeWindow != time.Minute || !o.insecureNoAuth || o.gooseFlavor != "serve" ||
-		o.gooseMode != "auto" || o.confirmationTimeout != 10*time.Minute || o.peersHost != "" || o.podIP != "" {
+		o.confirmationTimeout != 10*time.Minute || o.peersHost != "" || o.podIP != "" {
 		t.Fatalf("%+v", o)
 	}
-	o, err = parse([]string{"-goose-mode", "smart_approve"}, envMap(map[string]string{
-		"ADK2GOOSE_INSECURE_NO_AUTH": "1", "ADK2GOOSE_CONFIRMATION_TIMEOUT": "90s", "GOOSE_MODE": "approve",
+	o, err = parse(nil, envMap(map[string]string{
+		"ADK2GOOSE_INSECURE_NO_AUTH": "1", "ADK2GOOSE_CONFIRMATION_TIMEOUT": "90s",
 	}), io.Discard)
-	if err != nil || o.gooseMode != "smart_approve" || o.confirmationTimeout != 90*time.Second ||
+	if err != nil || o.confirmationTimeout != 90*time.Second ||
 		o.workspaceScope != "session" || o.workspaceRetention != 0 || o.workspaceSeedDir != "" {
 		t.Fatalf("%v %+v", err, o)
 	}
@@ -169,7 +169,6 @@ func TestParse(t *testing.T) {
 		"bad env dur":        {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DRAIN_TIMEOUT": "soon"}},
 		"bad flag":           {[]string{"-nope"}, nil},
 		"extra arg":          {[]string{"-insecure-no-auth", "x"}, nil},
-		"bad mode":           {[]string{"-insecure-no-auth", "-goose-mode", "yolo"}, nil},
 		"no timeout":         {[]string{"-insecure-no-auth", "-confirmation-timeout", "0s"}, nil},
 		"bad scope":          {[]string{"-insecure-no-auth", "-workspace-scope", "tenant"}, nil},
 		"negative retention": {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_WORKSPACE_RETENTION": "-1h"}},

@@ -399,15 +399,12 @@ var PlatformExtensions = []string{
 	"scheduler", "skills", "summarize", "summon", "todo", "tom",
 }
 
-// renderConfig is goose's config.yaml: provider, model, mode and extensions.
-// It never holds a secret: secret env values are named in env_keys and reach
-// goose as container env; secret headers go to the Secret layer.
+// renderConfig is goose's config.yaml: the provider's endpoint and the
+// extensions. Provider, model and mode are env only (gooseEnv). It never
+// holds a secret: secret env values are named in env_keys and reach goose as
+// container env; secret headers go to the Secret layer.
 func renderConfig(a *agentsv1alpha1.GooseAgent) (string, error) {
-	cfg := map[string]any{
-		"GOOSE_PROVIDER": a.Spec.Provider.Name,
-		"GOOSE_MODEL":    a.Spec.Provider.Model,
-		"GOOSE_MODE":     string(mode(a)),
-	}
+	cfg := map[string]any{}
 	if a.Spec.Provider.BaseURL != "" {
 		cfg[providerURLKey(a.Spec.Provider.Name)] = a.Spec.Provider.BaseURL
 	}
@@ -557,8 +554,12 @@ func gooseEnv(a *agentsv1alpha1.GooseAgent, secretLayer bool) ([]*corev1ac.EnvVa
 	add(envValue("GOOSE_DISABLE_KEYRING", "1"))
 	add(envValue("GOOSE_TELEMETRY_ENABLED", "false"))
 	add(envValue("GOOSE_TELEMETRY_OFF", "1"))
-	// Provider, model and mode are also in config.yaml; the env copies win over
-	// a config.yaml goose itself may write on the data volume.
+	// Provider, model and mode reach goose here and nowhere else. goose reads
+	// the environment before any config.yaml (config/base.rs get_param;
+	// providers.rs get_active_provider, get_active_model), so neither a
+	// config.yaml goose writes on the data volume nor its legacy-key handling
+	// can shadow the spec. New sessions take GOOSE_MODE as their mode (acp
+	// new_session.rs, goosed /agent/start), so the sidecar need not set it.
 	add(envValue("GOOSE_PROVIDER", a.Spec.Provider.Name))
 	add(envValue("GOOSE_MODEL", a.Spec.Provider.Model))
 	add(envValue("GOOSE_MODE", string(mode(a))))

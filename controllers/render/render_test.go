@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -100,13 +101,24 @@ func loadCase(t *testing.T, name string) *fixtures.Case {
 	return c
 }
 
-// TestConfigHash checks which changes roll the pods.
-func TestConfigHash(t *testing.T) {
-	base := loadCase(t, "approve")
-	baseHash := build(t, base).ConfigHash
+// TestChangesRollThePods: every change goose or the sidecar reads only at
+// start changes the pod template, directly (env, args) or through the config
+// hash of what the template cannot show (config files, Secret values).
+func TestChangesRollThePods(t *testing.T) {
+	template := func(c *fixtures.Case) string {
+		t.Helper()
+		y, err := render.ToYAML([]runtime.ApplyConfiguration{build(t, c).StatefulSet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(y)
+	}
+	base := template(loadCase(t, "approve"))
 
 	mutate := map[string]func(c *fixtures.Case){
-		"model": func(c *fixtures.Case) { c.Agent.Spec.Provider.Model = "gpt-4.1" },
+		"model":    func(c *fixtures.Case) { c.Agent.Spec.Provider.Model = "gpt-4.1" },
+		"provider": func(c *fixtures.Case) { c.Agent.Spec.Provider.Name = "litellm" },
+		"mode":     func(c *fixtures.Case) { c.Agent.Spec.Mode = agentsv1alpha1.ModeAuto },
 		"extension timeout": func(c *fixtures.Case) {
 			v := int32(61)
 			c.Agent.Spec.Extensions[1].TimeoutSeconds = &v
@@ -116,30 +128,74 @@ func TestConfigHash(t *testing.T) {
 		},
 		"api key secret value": func(c *fixtures.Case) { c.Secrets[0].StringData["api-key"] = "sk-rotated" },
 		"header secret value":  func(c *fixtures.Case) { c.Secrets[1].StringData["authorization"] = "Bearer rotated" },
-		"mode":                 func(c *fixtures.Case) { c.Agent.Spec.Mode = agentsv1alpha1.ModeAuto },
 	}
 	for name, m := range mutate {
 		t.Run(name, func(t *testing.T) {
 			c := loadCase(t, "approve")
 			m(c)
-			if h := build(t, c).ConfigHash; h == baseHash {
-				t.Errorf("config hash did not change")
+			if template(c) == base {
+				t.Errorf("the pod template did not change")
 			}
 		})
 	}
 	t.Run("unrelated secret key", func(t *testing.T) {
 		c := loadCase(t, "approve")
 		c.Secrets[0].StringData["unused"] = "x"
-		if h := build(t, c).ConfigHash; h != baseHash {
-			t.Errorf("config hash changed for a key the agent does not read")
+		if template(c) != base {
+			t.Errorf("the pod template changed for a key the agent does not read")
 		}
 	})
 	t.Run("pod template carries the hash", func(t *testing.T) {
-		d := build(t, base)
+		d := build(t, loadCase(t, "approve"))
 		if got := d.StatefulSet.Spec.Template.Annotations[render.ConfigHashAnnotation]; got != d.ConfigHash || got == "" {
 			t.Errorf("annotation %q, want %q", got, d.ConfigHash)
 		}
 	})
+}
+
+// TestOneRoutePerField: spec.provider.name, spec.provider.model and spec.mode
+// reach goose as one env var each, which goose reads before any config file;
+// neither config.yaml nor the sidecar carries them.
+func TestOneRoutePerField(t *testing.T) {
+	cases, err := fixtures.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		d := build(t, c)
+		spec := &c.Agent.Spec
+		mode := string(spec.Mode)
+		if mode == "" {
+			mode = string(agentsv1alpha1.ModeAuto)
+		}
+		want := map[string]string{"GOOSE_PROVIDER": spec.Provider.Name, "GOOSE_MODEL": spec.Provider.Model, "GOOSE_MODE": mode}
+
+		goose := d.StatefulSet.Spec.Template.Spec.Containers[0]
+		for _, e := range goose.Env {
+			if w, ok := want[*e.Name]; ok {
+				if e.Value == nil || *e.Value != w {
+					t.Errorf("case %s: goose env %s = %v, want %q", c.Name, *e.Name, e.Value, w)
+				}
+				delete(want, *e.Name)
+			}
+		}
+		if len(want) > 0 {
+			t.Errorf("case %s: goose env lacks %v", c.Name, want)
+		}
+
+		all, err := render.ToYAML(d.Objects())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"GOOSE_PROVIDER", "GOOSE_MODEL", "GOOSE_MODE"} {
+			if n := len(regexp.MustCompile(`\b`+key+`\b`).FindAll(all, -1)); n != 1 {
+				t.Errorf("case %s: %s appears %d times in the rendered children, want once (goose's env)", c.Name, key, n)
+			}
+		}
+		if bytes.Contains(all, []byte("goose-mode")) {
+			t.Errorf("case %s: the sidecar is given the mode", c.Name)
+		}
+	}
 }
 
 // TestNoSecretInConfigMap: no referenced Secret value may reach the ConfigMap

@@ -252,7 +252,6 @@ func sidecarArgs(a *agentsv1alpha1.GooseAgent) []string {
 		"--goose-flavor=" + string(flavor(a)),
 		"--goose-secret-file=" + GooseSecretDir + "/" + gooseSecretFile,
 		"--goose-working-dir=" + workspacePath(a),
-		"--goose-mode=" + string(mode(a)),
 		"--auth-token-file=" + AuthTokenDir + "/" + authTokenFile,
 		"--data-dir=" + SidecarDataDir,
 		"--public-base-url=" + RESTEndpoint(a),

@@ -92,7 +92,9 @@ type StartOptions struct {
 	// Provider and Model override goose's configured defaults when set.
 	Provider string
 	Model    string
-	// Mode is the tool-approval policy: auto, approve, smart_approve or chat.
+	// Mode, when set, overrides goose's GOOSE_MODE for the session (goose
+	// checks the id). The adk2goose binary leaves it empty: the operator
+	// sets GOOSE_MODE from spec.mode, which every new session takes.
 	Mode string
 }
 
