@@ -651,7 +651,10 @@ type PodTemplateOverrides struct {
 	// +listType=atomic
 	// +optional
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
-	// Env adds environment variables to the goose container.
+	// Env adds environment variables to the goose container. Variables the
+	// operator sets from other fields (such as GOOSE_MODEL from
+	// spec.provider.model) or for the pod's wiring (such as HOME) cannot be
+	// set here: the agent is then reported as InvalidSpec.
 	// +listType=map
 	// +listMapKey=name
 	// +optional

@@ -512,6 +512,12 @@ var reservedEnv = map[string]bool{
 	"GOOSE_PORT": true, "GOOSE_TLS": true, "GOOSE_ADDITIONAL_CONFIG_FILES": true, "HOME": true,
 }
 
+// specEnv are the variables spec fields set, by the field that sets each:
+// podTemplate.env cannot be a second way to set them.
+var specEnv = map[string]string{
+	"GOOSE_PROVIDER": "spec.provider.name", "GOOSE_MODEL": "spec.provider.model", "GOOSE_MODE": "spec.mode",
+}
+
 func envValue(name, value string) *corev1ac.EnvVarApplyConfiguration {
 	return corev1ac.EnvVar().WithName(name).WithValue(value)
 }
@@ -599,6 +605,9 @@ func gooseEnv(a *agentsv1alpha1.GooseAgent, secretLayer bool) ([]*corev1ac.EnvVa
 		u := a.Spec.PodTemplate.Env[i]
 		if reservedEnv[u.Name] {
 			return nil, invalid("spec.podTemplate.env cannot set %s: the operator manages it", u.Name)
+		}
+		if field, ok := specEnv[u.Name]; ok {
+			return nil, invalid("spec.podTemplate.env cannot set %s: %s sets it", u.Name, field)
 		}
 		if _, ok := secretSrc[u.Name]; ok {
 			return nil, invalid("spec.podTemplate.env cannot set %s: it is already set from a Secret elsewhere in the spec", u.Name)

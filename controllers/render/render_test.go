@@ -290,6 +290,15 @@ func TestInvalidSpec(t *testing.T) {
 		"reserved env": func(a *agentsv1alpha1.GooseAgent) {
 			a.Spec.PodTemplate.Env = []corev1.EnvVar{{Name: "GOOSE_SERVER__SECRET_KEY", Value: "x"}}
 		},
+		"model in pod env": func(a *agentsv1alpha1.GooseAgent) {
+			a.Spec.PodTemplate.Env = []corev1.EnvVar{{Name: "GOOSE_MODEL", Value: "gpt-4.1"}}
+		},
+		"mode in pod env": func(a *agentsv1alpha1.GooseAgent) {
+			a.Spec.PodTemplate.Env = []corev1.EnvVar{{Name: "GOOSE_MODE", Value: "chat"}}
+		},
+		"model from a secret": func(a *agentsv1alpha1.GooseAgent) {
+			a.Spec.Provider.Env = []agentsv1alpha1.SecretEnvVar{{Name: "GOOSE_MODEL", SecretKeyRef: agentsv1alpha1.SecretKeyRef{Name: "openai", Key: "api-key"}}}
+		},
 		"conflicting secret env": func(a *agentsv1alpha1.GooseAgent) {
 			a.Spec.Provider.Env = []agentsv1alpha1.SecretEnvVar{{Name: "OPENAI_API_KEY", SecretKeyRef: agentsv1alpha1.SecretKeyRef{Name: "tickets-mcp", Key: "authorization"}}}
 		},
