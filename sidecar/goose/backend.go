@@ -45,7 +45,7 @@ type Backend interface {
 	DeleteSession(ctx context.Context, id string) error
 
 	// Reply sends one user message and streams goose's reply. Every backend
-	// keeps these rules (contract_test.go runs them against each):
+	// keeps these rules (backendtest.Run holds each to them):
 	//   - The sequence yields at least one value. It ends after a *Finish
 	//     event, or after the first non-nil error, which is then the last
 	//     value: yield is not called again.
