@@ -147,7 +147,7 @@ func TestReplyEventKinds(t *testing.T) {
 	if fu.AccumulatedTotal != 240 || cu.TotalTokens != fu.AccumulatedTotal || cu.InputTokens != 200 || cu.OutputTokens != 40 || cu.Cost == nil || *cu.Cost != 1.0 {
 		t.Errorf("client usage %+v, fake %+v", cu, fu)
 	}
-	s, err := h.client.GetSession(context.Background(), id)
+	s, err := h.client.ResumeSession(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,13 +298,13 @@ func TestRetries(t *testing.T) {
 		{name: "429 four times gives up", failures: rep(4, goosetest.GoosedFailure{Status: 429, Path: "/reply"}),
 			call: replyCall, wantErr: goose.ErrRateLimited, wantSleeps: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
 		{name: "429 honours Retry-After", failures: []goosetest.GoosedFailure{{Status: 429, RetryAfter: "3", Path: "/sessions/ID"}},
-			call: getCall, wantSleeps: []time.Duration{3 * time.Second}},
+			call: usageCall, wantSleeps: []time.Duration{3 * time.Second}},
 		{name: "429 Retry-After too long", failures: []goosetest.GoosedFailure{{Status: 429, RetryAfter: "3600", Path: "/sessions/ID"}},
-			call: getCall, wantErr: goose.ErrRateLimited},
+			call: usageCall, wantErr: goose.ErrRateLimited},
 		{name: "401 unauthorized", failures: []goosetest.GoosedFailure{{Status: 401, Path: "/reply"}},
 			call: replyCall, wantErr: goose.ErrUnauthorized, wantHTTP: 401},
 		{name: "404 not found", failures: []goosetest.GoosedFailure{{Status: 404, Path: "/sessions/ID"}},
-			call: getCall, wantErr: goose.ErrSessionNotFound, wantHTTP: 404},
+			call: usageCall, wantErr: goose.ErrSessionNotFound, wantHTTP: 404},
 		{name: "500 is an HTTPError with the body", failures: []goosetest.GoosedFailure{{Status: 500, Body: "boom", Path: "/reply"}},
 			call: replyCall, wantHTTP: 500},
 		{name: "503 unavailable, not retried", failures: []goosetest.GoosedFailure{{Status: 503, Path: "/agent/resume"}},
@@ -361,7 +361,7 @@ func replyCall(h *harness, id string) error {
 	if err == nil {
 		// The refused attempts must not have reached the agent: the user
 		// message is in the conversation exactly once.
-		s, gerr := h.client.GetSession(context.Background(), id)
+		s, gerr := h.client.ResumeSession(context.Background(), id)
 		if gerr != nil {
 			return gerr
 		}
@@ -372,8 +372,9 @@ func replyCall(h *harness, id string) error {
 	return err
 }
 
-func getCall(h *harness, id string) error {
-	_, err := h.client.GetSession(context.Background(), id)
+// usageCall reads the session (GET /sessions/{id}).
+func usageCall(h *harness, id string) error {
+	_, err := h.client.Usage(context.Background(), id)
 	return err
 }
 
@@ -437,37 +438,6 @@ func slowScript() goosetest.Script {
 	return goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{{Text: "first"}, {Delay: time.Hour, Text: "never"}}})
 }
 
-func TestCancelMethod(t *testing.T) {
-	h := newHarness(t, goosetest.GoosedOptions{Script: slowScript()})
-	id := h.start(t)
-	evs, err := collect(func(yield func(goose.Event, error) bool) {
-		for ev, err := range h.client.Reply(context.Background(), id, goose.UserMessage{Text: "x"}) {
-			if !yield(ev, err) {
-				return
-			}
-			if _, ok := ev.(*goose.TextDelta); ok {
-				if err := h.client.Cancel(context.Background(), id); err != nil {
-					t.Error(err)
-				}
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kinds(evs) != "TextDelta,Finish" || evs[1].(*goose.Finish).Reason != "cancelled" {
-		t.Fatalf("events %s", kinds(evs))
-	}
-	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer wcancel()
-	if _, err := h.fake.WaitCancels(wctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.client.Cancel(context.Background(), "idle"); err != nil {
-		t.Errorf("cancel without a reply: %v", err)
-	}
-}
-
 func TestCloseEndsStreams(t *testing.T) {
 	h := newHarness(t, goosetest.GoosedOptions{Script: slowScript()})
 	id := h.start(t)
@@ -489,31 +459,6 @@ func TestCloseEndsStreams(t *testing.T) {
 	}
 }
 
-func TestSessions137(t *testing.T) {
-	h := newHarness(t, goosetest.GoosedOptions{Version: goosetest.Goosed137})
-	ctx := context.Background()
-	a, b := h.start(t), h.start(t)
-	list, err := h.client.ListSessions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list) != 2 || (list[0].ID != b && list[1].ID != b) {
-		t.Errorf("list %+v", list)
-	}
-	if err := h.client.DeleteSession(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.client.GetSession(ctx, a); !errors.Is(err, goose.ErrSessionNotFound) {
-		t.Errorf("get deleted: %v", err)
-	}
-	if err := h.client.DeleteSession(ctx, a); !errors.Is(err, goose.ErrSessionNotFound) {
-		t.Errorf("delete twice: %v", err)
-	}
-	if err := h.client.Health(ctx); err != nil {
-		t.Error(err)
-	}
-}
-
 func TestVersion141(t *testing.T) {
 	script := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
 		{Text: "hi"}, {Usage: &goosetest.UsageStep{Input: 30, Output: 7, Cost: 0.25}}, {Text: "again"},
@@ -521,12 +466,6 @@ func TestVersion141(t *testing.T) {
 	h := newHarness(t, goosetest.GoosedOptions{Version: goosetest.Goosed141, Script: script})
 	ctx := context.Background()
 	id := h.start(t)
-	if _, err := h.client.ListSessions(ctx); !errors.Is(err, goose.ErrUnsupported) {
-		t.Errorf("list: %v, want ErrUnsupported", err)
-	}
-	if err := h.client.DeleteSession(ctx, id); !errors.Is(err, goose.ErrUnsupported) {
-		t.Errorf("delete: %v, want ErrUnsupported", err)
-	}
 	evs, err := collect(h.client.Reply(ctx, id, goose.UserMessage{Text: "x"}))
 	if err != nil {
 		t.Fatal(err)
