@@ -21,7 +21,9 @@ const (
 	FlavorGoosed Flavor = "goosed"
 )
 
-// Backend is everything the sidecar needs from a goose server.
+// Backend is everything the sidecar needs from a goose server, and no more:
+// each method has a caller outside the backends and their tests.
+// backendtest.Run holds every implementation to the promises below.
 //
 // Implementations are safe for concurrent use by many sessions at once.
 type Backend interface {
@@ -34,31 +36,28 @@ type Backend interface {
 	// (for goosed: /agent/start then /agent/resume).
 	StartSession(ctx context.Context, opts StartOptions) (Session, error)
 	// ResumeSession makes an existing session ready to reply again, e.g. after
-	// the goose server or the sidecar restarted.
+	// the goose server or the sidecar restarted; ErrSessionNotFound when
+	// goose has none.
 	ResumeSession(ctx context.Context, id string) (Session, error)
-	// GetSession returns one session; ErrSessionNotFound when goose has none.
-	GetSession(ctx context.Context, id string) (Session, error)
-	// ListSessions returns every session goose lists. ErrUnsupported when the
-	// server version has no listing (goosed 1.38–1.41).
-	ListSessions(ctx context.Context) ([]Session, error)
-	// DeleteSession deletes a session and its history.
+	// DeleteSession deletes a session and its history; ErrSessionNotFound
+	// when goose has none, ErrUnsupported when the server version cannot
+	// delete (goosed 1.38–1.41).
 	DeleteSession(ctx context.Context, id string) error
 
-	// Reply sends one user message and streams goose's reply. Every backend
-	// keeps these rules (contract_test.go runs them against each):
+	// Reply sends one user message and streams goose's reply:
 	//   - The sequence yields at least one value. It ends after a *Finish
 	//     event, or after the first non-nil error, which is then the last
 	//     value: yield is not called again.
 	//   - Errors goose reports for the reply arrive as *AgentError. An unknown
 	//     session gives an error wrapping ErrSessionNotFound; a stream that
 	//     stops before goose finished it (dropped connection, Close) gives one
-	//     wrapping ErrStreamBroken, after the events that did arrive.
+	//     wrapping ErrStreamBroken, after the events that did arrive. A
+	//     message over the size limit (DefaultMaxMessageBytes) gives only an
+	//     error wrapping ErrMessageTooLarge and reaches no goose.
 	//   - Cancelling ctx ends the stream within 100 ms and cancels the reply
 	//     in goose. Once ctx is done the only value still yielded is an error
 	//     wrapping ctx.Err(): events that had already arrived are dropped. A
 	//     ctx done before the call sends nothing to goose.
-	//   - Cancel (from another goroutine or the loop body) ends the reply with
-	//     *Finish{Reason: "cancelled"}.
 	//   - When goose reported usage, the reply's last *UsageUpdate has
 	//     HasAccumulated and the session totals that Usage then returns.
 	//   - While an *ApprovalRequest is outstanding the stream blocks until
@@ -66,12 +65,12 @@ type Backend interface {
 	Reply(ctx context.Context, sessionID string, msg UserMessage) iter.Seq2[Event, error]
 	// Approve answers an *ApprovalRequest received from Reply.
 	Approve(ctx context.Context, sessionID, requestID string, decision Decision) error
-	// Cancel stops the reply running in a session, if any.
-	Cancel(ctx context.Context, sessionID string) error
-	// Usage returns the session's accumulated token totals as goose counts them.
+	// Usage returns the session's accumulated token totals as goose counts
+	// them; ErrSessionNotFound when goose has no such session.
 	Usage(ctx context.Context, sessionID string) (Usage, error)
 
-	// Close releases connections. Sessions persist in goose.
+	// Close ends the replies in flight and releases connections; later
+	// replies fail. Sessions persist in goose.
 	Close() error
 }
 
@@ -106,8 +105,8 @@ type Session struct {
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 	MessageCount int
-	// Usage holds accumulated totals when the listing carries them (goosed);
-	// zero otherwise.
+	// Usage holds accumulated totals when goose sends them with the session
+	// (goosed); zero otherwise.
 	Usage Usage
 }
 

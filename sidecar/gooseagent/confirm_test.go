@@ -107,9 +107,9 @@ func TestConfirmationAnswered(t *testing.T) {
 		result   string
 	}{
 		"approve":         {map[string]any{"confirmed": true}, "allow_once", "ok"},
-		"deny":            {map[string]any{"confirmed": false, "payload": nil}, "deny_once", "declined"},
+		"deny":            {map[string]any{"confirmed": false, "payload": nil}, "deny_once", goosetest.DeclinedToolResult},
 		"web ui approve":  {map[string]any{"response": `{"confirmed":true}`}, "allow_once", "ok"},
-		"web ui word no":  {map[string]any{"response": "No"}, "deny_once", "declined"},
+		"web ui word no":  {map[string]any{"response": "No"}, "deny_once", goosetest.DeclinedToolResult},
 		"string approval": {map[string]any{"confirmed": "true"}, "allow_once", "ok"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -240,7 +240,7 @@ func TestDeleteSessionReachesGoose(t *testing.T) {
 			run(sc)
 			first := gooseID(sc)
 			del(sc)
-			if _, err := b.GetSession(t.Context(), first); !errors.Is(err, goose.ErrSessionNotFound) {
+			if _, err := b.ResumeSession(t.Context(), first); !errors.Is(err, goose.ErrSessionNotFound) {
 				t.Fatalf("goose session %s after the ADK delete: %v", first, err)
 			}
 			sc.createSession("u1", "s1")
@@ -254,7 +254,7 @@ func TestDeleteSessionReachesGoose(t *testing.T) {
 			sc.stop()
 			sc = startSidecar(t, b, dir)
 			del(sc)
-			if _, err := b.GetSession(t.Context(), second); !errors.Is(err, goose.ErrSessionNotFound) {
+			if _, err := b.ResumeSession(t.Context(), second); !errors.Is(err, goose.ErrSessionNotFound) {
 				t.Fatalf("goose session %s after the ADK delete: %v", second, err)
 			}
 		})

@@ -284,7 +284,7 @@ func (cn *conn) handle(method string, params json.RawMessage) func(context.Conte
 }
 
 // controlConn returns the connection for calls not tied to a running reply
-// (list, info, export, delete of a session without a connection of its own).
+// (info, export, delete of a session without a connection of its own).
 func (c *Client) controlConn(ctx context.Context) (*conn, error) { return c.live(ctx, "") }
 
 // sessionConn returns the session's own connection, dialling it if needed.
@@ -663,7 +663,7 @@ func (c *Client) StartSession(ctx context.Context, opts goose.StartOptions) (goo
 		}
 	}
 
-	s, err := c.GetSession(ctx, id)
+	s, err := c.sessionInfo(ctx, id)
 	if err != nil {
 		var ae *goose.AgentError
 		if errors.As(err, &ae) && ae.Code == -32601 {
@@ -684,7 +684,7 @@ func (c *Client) ResumeSession(ctx context.Context, id string) (goose.Session, e
 	if err := c.ensureLoaded(ctx, cn, id); err != nil {
 		return goose.Session{}, err
 	}
-	return c.GetSession(ctx, id)
+	return c.sessionInfo(ctx, id)
 }
 
 // ResumeSessionIn resumes a session in workingDir (goose.WorkingDirResumer):
@@ -712,7 +712,7 @@ func (c *Client) ensureLoaded(ctx context.Context, cn *conn, id string) error {
 		return nil
 	}
 	if cwd == "" {
-		s, err := c.GetSession(ctx, id)
+		s, err := c.sessionInfo(ctx, id)
 		if err != nil {
 			return fmt.Errorf("failed to load session: %w", errors.Unwrap(err))
 		}
@@ -747,8 +747,9 @@ type infoResult struct {
 	Session acpsdk.SessionInfo `json:"session"`
 }
 
-// GetSession uses _goose/unstable/session/info (§3).
-func (c *Client) GetSession(ctx context.Context, id string) (goose.Session, error) {
+// sessionInfo gets goose's view of a session from
+// _goose/unstable/session/info (§3).
+func (c *Client) sessionInfo(ctx context.Context, id string) (goose.Session, error) {
 	res, err := callOn[infoResult](ctx, c, id, "get session", methodSessionInfo, sessionIDParams{SessionID: id})
 	if err != nil {
 		return goose.Session{}, err
@@ -757,34 +758,6 @@ func (c *Client) GetSession(ctx context.Context, id string) (goose.Session, erro
 		return goose.Session{}, fmt.Errorf("failed to get session: %w", goose.ErrSessionNotFound)
 	}
 	return c.toSession(res.Session), nil
-}
-
-// maxListPages stops a misbehaving server from paging us forever (50 per
-// page upstream, §3: 50 000 sessions).
-const maxListPages = 1000
-
-// ListSessions pages session/list until there is no nextCursor (§3.1).
-func (c *Client) ListSessions(ctx context.Context) ([]goose.Session, error) {
-	var out []goose.Session
-	var cursor *string
-	for range maxListPages {
-		res, err := callOn[acpsdk.ListSessionsResponse](ctx, c, "", "list sessions", methodSessionList,
-			acpsdk.ListSessionsRequest{Cursor: cursor})
-		if err != nil {
-			return nil, err
-		}
-		for _, si := range res.Sessions {
-			out = append(out, c.toSession(si))
-		}
-		if res.NextCursor == nil || *res.NextCursor == "" {
-			return out, nil
-		}
-		if cursor != nil && *cursor == *res.NextCursor {
-			return nil, errors.New("failed to list sessions: goose repeated a cursor")
-		}
-		cursor = res.NextCursor
-	}
-	return nil, errors.New("failed to list sessions: too many pages")
 }
 
 func (c *Client) toSession(si acpsdk.SessionInfo) goose.Session {
@@ -827,7 +800,7 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 		// match the message.
 		var ae *goose.AgentError
 		if errors.As(err, &ae) && ae.Code == -32603 {
-			if _, ierr := c.GetSession(ctx, id); errors.Is(ierr, goose.ErrSessionNotFound) {
+			if _, ierr := c.sessionInfo(ctx, id); errors.Is(ierr, goose.ErrSessionNotFound) {
 				return fmt.Errorf("failed to delete session: %w", goose.ErrSessionNotFound)
 			}
 		}
@@ -1079,29 +1052,6 @@ func (c *Client) Approve(_ context.Context, sessionID, requestID string, decisio
 	default:
 		return fmt.Errorf("failed to approve tool call: approval %q already answered", requestID)
 	}
-}
-
-// Cancel sends session/cancel (a notification, §2.7) and answers any pending
-// permission request "cancelled" so goose is not left waiting on it.
-func (c *Client) Cancel(ctx context.Context, sessionID string) error {
-	c.mu.Lock()
-	r := c.replies[sessionID]
-	cn := c.sessions[sessionID]
-	c.mu.Unlock()
-	if r != nil {
-		r.cancelApprovals()
-		cn = r.cn
-	}
-	if cn == nil || cn.dead() {
-		// Runs happen on the session's own connection; with none open there
-		// is none to stop.
-		// goose aborts a closed connection's agent and its runs (§2.5).
-		return nil
-	}
-	if err := cn.rpc.sendNotification(ctx, methodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(sessionID)}); err != nil {
-		return fmt.Errorf("failed to cancel reply: %w", c.mapErr(cn, err))
-	}
-	return nil
 }
 
 // Reply sends session/prompt and streams the session's updates until the

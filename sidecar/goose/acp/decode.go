@@ -19,7 +19,6 @@ const (
 	methodInitialize        = "initialize"
 	methodSessionNew        = "session/new"
 	methodSessionLoad       = "session/load"
-	methodSessionList       = "session/list"
 	methodSessionPrompt     = "session/prompt"
 	methodSessionCancel     = "session/cancel"
 	methodSessionSetMode    = "session/set_mode"

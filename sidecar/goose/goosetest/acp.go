@@ -1431,10 +1431,6 @@ func (c *serveConn) activeRun(sid, runID string) {
 	c.sessionUpdate(sid, map[string]any{"sessionUpdate": "session_info_update", "_meta": map[string]any{"goose": map[string]any{"activeRunId": v}}})
 }
 
-// acpDeclinedResponse is the tool result goose records when the user refuses a
-// tool (upstream agent DECLINED_RESPONSE).
-const acpDeclinedResponse = "The user has declined to run this tool. DO NOT attempt to call this tool again. If there are no alternative methods to proceed, clearly explain the situation and STOP."
-
 // tool plays a tool call: tool_call, optional permission round trip, then
 // tool_call_update completed/failed (§2.6, §2.7). false when the run was
 // cancelled or the connection dropped while waiting.
@@ -1470,7 +1466,7 @@ func (c *serveConn) tool(sid string, run *serveRun, t *ToolStep, resent bool) bo
 		}
 		if outcome != "selected" || !strings.HasPrefix(option, "allow_") {
 			// reject_*, cancelled and unknown options all refuse (§2.7).
-			result, failed = acpDeclinedResponse, false
+			result, failed = DeclinedToolResult, false
 		}
 	}
 	status := "completed"

@@ -703,10 +703,6 @@ func (g *Goosed) tokenStateLocked(s *goosedSession) map[string]any {
 	return ts
 }
 
-// goosedDeclined is goose's DECLINED_RESPONSE, the tool result of a denied
-// confirmation (crates/goose/src/agents/tool_execution.rs).
-const goosedDeclined = "The user has declined to run this tool. DO NOT attempt to call this tool again. If there are no alternative methods to proceed, clearly explain the situation and STOP."
-
 // goosedFrame is one SSE payload, or a request to cut the connection.
 type goosedFrame struct {
 	data []byte
@@ -1082,7 +1078,7 @@ func (g *Goosed) playTool(ctx context.Context, s *goosedSession, t *ToolStep, id
 			return false
 		}
 		if action != "allow_once" && action != "always_allow" {
-			result, isError = goosedDeclined, false
+			result, isError = DeclinedToolResult, false
 		}
 	}
 	respID := fmt.Sprintf("msg_%d", g.msgSeq.Add(1))

@@ -59,10 +59,14 @@ type ToolStep struct {
 	Result    string
 	IsError   bool
 	// NeedsApproval makes goose ask before running the tool and block until
-	// the client answers (approve/smart_approve mode). A denial produces a
-	// declined tool result instead of Result.
+	// the client answers (approve/smart_approve mode). A denial produces
+	// DeclinedToolResult instead of Result.
 	NeedsApproval bool
 }
+
+// DeclinedToolResult is the tool result goose records when the user denies a
+// tool call: its DECLINED_RESPONSE (crates/goose/src/agents/tool_execution.rs).
+const DeclinedToolResult = "The user has declined to run this tool. DO NOT attempt to call this tool again. If there are no alternative methods to proceed, clearly explain the situation and STOP."
 
 // NotifyStep scripts a notification.
 type NotifyStep struct {

@@ -2,50 +2,13 @@ package rest
 
 import (
 	"bytes"
-	"context"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
-	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/goose/internal/sse"
 )
-
-// BenchmarkRESTReply streams a 200-delta reply from the fake goosed over
-// loopback and reports client-side events/s and allocations per event.
-func BenchmarkRESTReply(b *testing.B) {
-	steps := make([]goosetest.Step, 0, 201)
-	for range 200 {
-		steps = append(steps, goosetest.Step{Text: "token "})
-	}
-	steps = append(steps, goosetest.Step{Usage: &goosetest.UsageStep{Input: 1000, Output: 200}})
-	h := newHarness(b, goosetest.GoosedOptions{Script: goosetest.Fixed(goosetest.Reply{Steps: steps}), PingInterval: 500 * time.Millisecond})
-	id := h.start(b)
-	ctx := context.Background()
-	var events int
-	var ms0, ms1 runtime.MemStats
-	runtime.ReadMemStats(&ms0)
-	start := time.Now()
-	for b.Loop() {
-		for ev, err := range h.client.Reply(ctx, id, goose.UserMessage{Text: "go"}) {
-			if err != nil {
-				b.Fatal(err)
-			}
-			_ = ev
-			events++
-		}
-	}
-	elapsed := time.Since(start)
-	runtime.ReadMemStats(&ms1)
-	if events == 0 {
-		b.Fatal("no events")
-	}
-	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
-	// Mallocs counts the fake server too (same process): an upper bound.
-	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(events), "allocs/event")
-}
 
 // BenchmarkRESTDecode isolates the client's per-event cost (SSE parsing and
 // MessageEvent decoding) from net/http and the fake server.

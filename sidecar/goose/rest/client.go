@@ -96,17 +96,15 @@ type Client struct {
 
 	mu      sync.Mutex
 	closed  bool
-	streams map[string]map[*stream]struct{} // in-flight /reply per session
+	streams map[*stream]struct{} // in-flight /reply
 }
 
-// stream is one in-flight /reply, tracked so Cancel and Close can end it.
+// stream is one in-flight /reply, tracked so Close can end it.
 type stream struct {
 	cancel context.CancelFunc
-	// why is set (under Client.mu) before cancel: errCancelled or errClientClosed.
-	why error
+	// closed is set (under Client.mu) by Close before cancel.
+	closed bool
 }
-
-var errCancelled = errors.New("reply cancelled")
 
 var _ goose.Backend = (*Client)(nil)
 
@@ -123,7 +121,7 @@ func New(cfg Config) (*Client, error) {
 		maxEvent: cfg.MaxEventBytes,
 		maxMsg:   cfg.MaxMessageBytes,
 		retry:    cfg.Retry.withDefaults(),
-		streams:  make(map[string]map[*stream]struct{}),
+		streams:  make(map[*stream]struct{}),
 	}
 	if c.hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -151,11 +149,9 @@ func (c *Client) Flavor() goose.Flavor { return goose.FlavorGoosed }
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	for _, set := range c.streams {
-		for st := range set {
-			st.why = errClientClosed
-			st.cancel()
-		}
+	for st := range c.streams {
+		st.closed = true
+		st.cancel()
 	}
 	c.mu.Unlock()
 	if c.ownHC {
@@ -229,29 +225,6 @@ func (c *Client) resume(ctx context.Context, id string) (goose.Session, string, 
 	return toSession(&resp.Session), provider, nil
 }
 
-// GetSession implements goose.Backend.
-func (c *Client) GetSession(ctx context.Context, id string) (goose.Session, error) {
-	var ws wireSession
-	if err := c.call(ctx, http.MethodGet, "/sessions/"+url.PathEscape(id), nil, &ws, goose.ErrSessionNotFound); err != nil {
-		return goose.Session{}, fmt.Errorf("failed to get session %s: %w", id, err)
-	}
-	return toSession(&ws), nil
-}
-
-// ListSessions implements goose.Backend. GET /sessions exists only up to
-// 1.37 (reference §0); a missing route answers 404 or 405.
-func (c *Client) ListSessions(ctx context.Context) ([]goose.Session, error) {
-	var resp sessionListResponse
-	if err := c.call(ctx, http.MethodGet, "/sessions", nil, &resp, goose.ErrUnsupported); err != nil {
-		return nil, fmt.Errorf("failed to list sessions: %w", err)
-	}
-	out := make([]goose.Session, 0, len(resp.Sessions))
-	for i := range resp.Sessions {
-		out = append(out, toSession(&resp.Sessions[i]))
-	}
-	return out, nil
-}
-
 // DeleteSession implements goose.Backend. After 1.37 only GET remains on
 // /sessions/{id}, so DELETE answers 405 (→ ErrUnsupported); 404 is an
 // unknown session.
@@ -287,53 +260,30 @@ func (c *Client) Approve(ctx context.Context, sessionID, requestID string, decis
 	return nil
 }
 
-// Cancel implements goose.Backend. The legacy /reply is cancelled by closing
-// its connection: goosed's failed send cancels the agent (reference §2.2).
-// The cancelled streams end with a *goose.Finish{Reason: "cancelled"}.
-func (c *Client) Cancel(_ context.Context, sessionID string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for st := range c.streams[sessionID] {
-		if st.why == nil {
-			st.why = errCancelled
-		}
-		st.cancel()
-	}
-	return nil
-}
-
-func (c *Client) track(sessionID string, st *stream) bool {
+func (c *Client) track(st *stream) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return false
 	}
-	set := c.streams[sessionID]
-	if set == nil {
-		set = make(map[*stream]struct{})
-		c.streams[sessionID] = set
-	}
-	set[st] = struct{}{}
+	c.streams[st] = struct{}{}
 	return true
 }
 
-// untrack forgets st and returns why it was ended by Cancel or Close, if so.
-func (c *Client) untrack(sessionID string, st *stream) error {
+func (c *Client) untrack(st *stream) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if set := c.streams[sessionID]; set != nil {
-		delete(set, st)
-		if len(set) == 0 {
-			delete(c.streams, sessionID)
-		}
-	}
-	return st.why
+	delete(c.streams, st)
 }
 
-func (c *Client) stopReason(st *stream) error {
+// closedBy reports errClientClosed when Close ended st, nil otherwise.
+func (c *Client) closedBy(st *stream) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return st.why
+	if st.closed {
+		return errClientClosed
+	}
+	return nil
 }
 
 // call sends a JSON request (body may be nil), checks for 2xx and decodes

@@ -24,9 +24,8 @@ import (
 // delivered first); with an error wrapping goose.ErrSessionNotFound (and the
 // *goose.AgentError) when goosed's early Error says the session is unknown;
 // with an error wrapping goose.ErrStreamBroken when the stream ends before
-// Finish or Close ends it; with ctx's error as soon as ctx is done (frames
-// already buffered are dropped); and with *goose.Finish{Reason: "cancelled"}
-// after Cancel.
+// Finish or Close ends it; and with ctx's error as soon as ctx is done
+// (frames already buffered are dropped).
 func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMessage) iter.Seq2[goose.Event, error] {
 	return func(yield func(goose.Event, error) bool) {
 		if err := goose.CheckMessageSize(msg.Text, c.maxMsg); err != nil {
@@ -37,17 +36,15 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		st := &stream{cancel: cancel}
-		if !c.track(sessionID, st) {
+		if !c.track(st) {
 			yield(nil, fmt.Errorf("failed to send reply: %w", errClientClosed))
 			return
 		}
-		defer func() { _ = c.untrack(sessionID, st) }() // why it ended is read where the stream stops
+		defer c.untrack(st)
 
 		// ended picks the last value once the HTTP exchange failed.
 		ended := func(err error) {
-			switch why := c.stopReason(st); {
-			case errors.Is(why, errCancelled):
-				yield(&goose.Finish{Reason: "cancelled"}, nil)
+			switch why := c.closedBy(st); {
 			case why != nil:
 				// Close: the stream ends before goose finished it, as the
 				// ACP backend's does.
@@ -87,7 +84,7 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 		for {
 			ev, err := r.Next()
 			if err != nil {
-				if d.agentErr != nil && c.stopReason(st) == nil && parent.Err() == nil {
+				if d.agentErr != nil && c.closedBy(st) == nil && parent.Err() == nil {
 					// Early setup failures send Error and close (reference §3).
 					yield(nil, earlyError(d.agentErr))
 					return

@@ -117,10 +117,6 @@ type wireSession struct {
 	AccumulatedUsage        *wireUsage `json:"accumulated_usage"`
 }
 
-type sessionListResponse struct {
-	Sessions []wireSession `json:"sessions"`
-}
-
 // wireEvent is MessageEvent (reference §3, `#[serde(tag = "type")]`): the
 // variant's fields are flattened next to "type". "message" is a Message for
 // type Message and an MCP ServerNotification for type Notification, so it is
