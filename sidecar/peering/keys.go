@@ -2,12 +2,15 @@ package peering
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 )
 
 // a2aTaskMethods name a task by params.id, in A2A 1.0 and 0.3.
@@ -59,7 +62,7 @@ func (r *Router) keyOf(req *http.Request) (Key, *http.Request, bool) {
 	case req.URL.Path == "/run" || req.URL.Path == "/run_sse":
 		fromBody = runKey
 	case slices.Contains(r.cfg.A2APaths, req.URL.Path):
-		fromBody = a2aKey
+		fromBody = func(b []byte) (Key, bool) { return a2aKey(req.Context(), b) }
 	default:
 		return Key{}, req, false
 	}
@@ -108,7 +111,7 @@ func runKey(body []byte) (Key, bool) {
 
 // a2aKey reads an A2A JSON-RPC request: a message names its context (an
 // ADK session) or its task, a task method its task.
-func a2aKey(body []byte) (Key, bool) {
+func a2aKey(ctx context.Context, body []byte) (Key, bool) {
 	var rpc struct {
 		Method string `json:"method"`
 		Params struct {
@@ -125,7 +128,7 @@ func a2aKey(body []byte) (Key, bool) {
 	if m := rpc.Params.Message; m != nil {
 		switch {
 		case m.ContextID != "":
-			return Key{User: "A2A_USER_" + m.ContextID, Session: m.ContextID}, true
+			return Key{User: adkcompat.A2AUserID(ctx, m.ContextID), Session: m.ContextID}, true
 		case m.TaskID != "":
 			return Key{Task: m.TaskID}, true
 		}

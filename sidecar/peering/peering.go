@@ -45,7 +45,7 @@ const OwnerPath = "/peer/v1/owner"
 const HopHeader = "X-Adk2goose-Peer-Hop"
 
 // Key names what a request works on: an ADK session (an A2A context is the
-// session of user "A2A_USER_"+contextID) or an A2A task.
+// session of user adkcompat.A2AUserID) or an A2A task.
 type Key struct {
 	User, Session string
 	Task          string

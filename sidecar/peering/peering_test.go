@@ -58,7 +58,7 @@ func TestA2AKey(t *testing.T) {
 		`[{"method":"GetTask","params":{"id":"t1"}}]`:                                            {},
 		`{`: {},
 	} {
-		got, ok := a2aKey([]byte(body))
+		got, ok := a2aKey(t.Context(), []byte(body))
 		if got != want || ok != (want != Key{}) {
 			t.Errorf("a2aKey(%s) = %+v %v, want %+v", body, got, ok, want)
 		}
@@ -368,7 +368,7 @@ func FuzzKeys(f *testing.F) {
 	}
 	r := New(Config{AppName: "goose"})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, parse := range []func([]byte) (Key, bool){runKey, a2aKey} {
+		for _, parse := range []func([]byte) (Key, bool){runKey, func(b []byte) (Key, bool) { return a2aKey(t.Context(), b) }} {
 			if k, ok := parse(b); ok && k.Task == "" && (k.User == "" || k.Session == "") {
 				t.Fatalf("key %+v from %q", k, b)
 			}
