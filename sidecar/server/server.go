@@ -370,7 +370,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	h = authenticate(h, cfg.AuthToken, s.log)
 	h = limits.readDeadline(h)
 	h = cors(h, cfg.CORSOrigins)
-	h = s.instrument(h)
+	h = s.meterAndDrain(h)
 	h = recoverPanics(h, s.log)
 	s.handler = h
 	ok = true
