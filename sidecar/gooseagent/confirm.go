@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/adk/model"
 	"google.golang.org/adk/session"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 )
 
 // ConfirmationFunctionName is the name of the function call that asks the
@@ -241,9 +241,6 @@ func toolTitle(name string) string {
 	return name
 }
 
-// newConfirmationID mirrors adk-go's function call ids ("adk-<uuid>").
-func newConfirmationID() string { return "adk-" + uuid.NewString() }
-
 // pending returns the entry's paused reply.
 func (g *gooseAgent) pending(e *sessionEntry) *pausedReply {
 	g.mu.Lock()
@@ -371,12 +368,12 @@ func (g *gooseAgent) record(key SessionKey, p *pausedReply, ev *session.Event) {
 	// user message (its runner then waits for the entry lock). adk-go's
 	// database service rejects that runner's later writes as stale once
 	// the stored update time passes what it holds, so the event is stamped
-	// one microsecond after the confirmation call, not now: it sorts right
-	// after the call and stays behind such a user message. What remains is
-	// a runner that loaded the session but had not yet appended its message
-	// while this write ran (about a millisecond).
+	// right after the confirmation call, not now: it sorts after the call
+	// and stays behind such a user message (see adkcompat.StoredTime).
+	// What remains is a runner that loaded the session but had not yet
+	// appended its message while this write ran (about a millisecond).
 	if !p.askedAt.IsZero() {
-		ev.Timestamp = p.askedAt.Add(time.Microsecond)
+		ev.Timestamp = adkcompat.StoredTimeAfter(p.askedAt)
 	}
 	got, err := g.cfg.SessionService.Get(ctx, &session.GetRequest{AppName: key.AppName, UserID: key.UserID, SessionID: key.SessionID})
 	if err == nil {

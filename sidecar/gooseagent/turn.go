@@ -15,6 +15,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 )
 
 // turn translates one goose reply into ADK events.
@@ -215,14 +216,14 @@ func (t *turn) pause(reply *replyStream, ar *goose.ApprovalRequest) bool {
 		t.finish("", context.Cause(t.ic))
 		return false
 	}
-	confID := newConfirmationID()
+	confID := adkcompat.NewFunctionCallID()
 	parts := t.takeText()
 	parts = append(parts, &genai.Part{FunctionCall: confirmationCall(confID, t.gooseID, ar)})
 	ev := t.newEvent(&genai.Content{Role: genai.RoleModel, Parts: parts})
 	ev.LongRunningToolIDs = []string{confID}
 	// Whole microseconds, the database's precision: events recorded outside
 	// a turn are stamped relative to it (see gooseAgent.record).
-	ev.Timestamp = ev.Timestamp.Truncate(time.Microsecond)
+	ev.Timestamp = adkcompat.StoredTime(ev.Timestamp)
 	ev.TurnComplete = true
 	ev.UsageMetadata = usageMetadata(t.usage)
 

@@ -2,12 +2,15 @@ package peering
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 )
 
 // a2aTaskMethods name a task by params.id, in A2A 1.0 and 0.3.
@@ -44,30 +47,26 @@ func (r *Router) listPath(req *http.Request) (user string, ok bool) {
 	return user, ok && isList
 }
 
-// keyOf finds the session or task a request works on. A body it reads is
-// put back in the request it returns, a shallow copy (handlers must not
+// keyOf finds the session or task a request works on. An A2A body it reads
+// is put back in the request it returns, a shallow copy (handlers must not
 // modify the request they are given).
 func (r *Router) keyOf(req *http.Request) (Key, *http.Request, bool) {
 	if user, session, isList, ok := r.sessionPath(req); ok && !isList {
 		return Key{User: user, Session: session}, req, true
 	}
-	if req.Method != http.MethodPost {
-		return Key{}, req, false
+	if r.cfg.RunKey != nil {
+		if k, ok := r.cfg.RunKey(req); ok {
+			return k, req, true
+		}
 	}
-	var fromBody func([]byte) (Key, bool)
-	switch {
-	case req.URL.Path == "/run" || req.URL.Path == "/run_sse":
-		fromBody = runKey
-	case slices.Contains(r.cfg.A2APaths, req.URL.Path):
-		fromBody = a2aKey
-	default:
+	if req.Method != http.MethodPost || !slices.Contains(r.cfg.A2APaths, req.URL.Path) {
 		return Key{}, req, false
 	}
 	req, body, ok := r.peekBody(req)
 	if !ok {
 		return Key{}, req, false
 	}
-	k, ok := fromBody(body)
+	k, ok := a2aKey(req.Context(), body)
 	return k, req, ok
 }
 
@@ -92,23 +91,9 @@ func (r *Router) peekBody(req *http.Request) (*http.Request, []byte, bool) {
 	return out, b, whole
 }
 
-// runKey reads a /run or /run_sse body, in the camelCase adkrest wants or
-// the snake_case Python clients send.
-func runKey(body []byte) (Key, bool) {
-	var f map[string]json.RawMessage
-	if json.Unmarshal(body, &f) != nil {
-		return Key{}, false
-	}
-	user, session := stringField(f, "userId", "user_id"), stringField(f, "sessionId", "session_id")
-	if user == "" || session == "" {
-		return Key{}, false
-	}
-	return Key{User: user, Session: session}, true
-}
-
 // a2aKey reads an A2A JSON-RPC request: a message names its context (an
 // ADK session) or its task, a task method its task.
-func a2aKey(body []byte) (Key, bool) {
+func a2aKey(ctx context.Context, body []byte) (Key, bool) {
 	var rpc struct {
 		Method string `json:"method"`
 		Params struct {
@@ -125,7 +110,7 @@ func a2aKey(body []byte) (Key, bool) {
 	if m := rpc.Params.Message; m != nil {
 		switch {
 		case m.ContextID != "":
-			return Key{User: "A2A_USER_" + m.ContextID, Session: m.ContextID}, true
+			return Key{User: adkcompat.A2AUserID(ctx, m.ContextID), Session: m.ContextID}, true
 		case m.TaskID != "":
 			return Key{Task: m.TaskID}, true
 		}
@@ -136,14 +121,4 @@ func a2aKey(body []byte) (Key, bool) {
 		return Key{Task: id}, true
 	}
 	return Key{}, false
-}
-
-func stringField(f map[string]json.RawMessage, names ...string) string {
-	for _, n := range names {
-		var s string
-		if raw, ok := f[n]; ok && json.Unmarshal(raw, &s) == nil && s != "" {
-			return s
-		}
-	}
-	return ""
 }

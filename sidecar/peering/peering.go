@@ -45,7 +45,7 @@ const OwnerPath = "/peer/v1/owner"
 const HopHeader = "X-Adk2goose-Peer-Hop"
 
 // Key names what a request works on: an ADK session (an A2A context is the
-// session of user "A2A_USER_"+contextID) or an A2A task.
+// session of user adkcompat.A2AUserID) or an A2A task.
 type Key struct {
 	User, Session string
 	Task          string
@@ -117,9 +117,13 @@ type Config struct {
 	// Token authenticates everything sent to peers (owner queries, forwarded
 	// requests, session lists); the agent's sidecars share it.
 	Token string
-	// MaxBodyBytes bounds the bodies read to find a key. Larger requests
-	// are served locally, which rejects them.
+	// MaxBodyBytes bounds the A2A bodies read to find a key. Larger
+	// requests are served locally, which rejects them.
 	MaxBodyBytes int64
+	// RunKey names the session of an ADK run (/run, /run_sse), whose body
+	// the sidecar has decoded before the router sees it; false for any
+	// other request. Nil: runs are served locally.
+	RunKey func(*http.Request) (Key, bool)
 	// LookupTimeout bounds one round of owner queries. Default 3s.
 	LookupTimeout time.Duration
 	// Forwarded, if set, is told the outcome of every peer lookup:

@@ -1,6 +1,7 @@
 package peering
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,24 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func TestRunKey(t *testing.T) {
-	for body, want := range map[string]Key{
-		`{"appName":"goose","userId":"u","sessionId":"s","newMessage":{}}`: {User: "u", Session: "s"},
-		`{"app_name":"goose","user_id":"u","session_id":"s"}`:              {User: "u", Session: "s"},
-		`{"userId":"u","session_id":"s"}`:                                  {User: "u", Session: "s"},
-		`{"userId":"u"}`:                                                   {},
-		`{"userId":1,"sessionId":"s"}`:                                     {},
-		`{"userId":"u","sessionId":""}`:                                    {},
-		`[1,2]`:                                                            {},
-		`not json`:                                                         {},
-	} {
-		got, ok := runKey([]byte(body))
-		if got != want || ok != (want != Key{}) {
-			t.Errorf("runKey(%s) = %+v %v, want %+v", body, got, ok, want)
-		}
-	}
-}
 
 func TestA2AKey(t *testing.T) {
 	for body, want := range map[string]Key{
@@ -58,7 +41,7 @@ func TestA2AKey(t *testing.T) {
 		`[{"method":"GetTask","params":{"id":"t1"}}]`:                                            {},
 		`{`: {},
 	} {
-		got, ok := a2aKey([]byte(body))
+		got, ok := a2aKey(t.Context(), []byte(body))
 		if got != want || ok != (want != Key{}) {
 			t.Errorf("a2aKey(%s) = %+v %v, want %+v", body, got, ok, want)
 		}
@@ -105,6 +88,30 @@ func (o stubOwner) OwnsTask(_ context.Context, task string) (bool, error) {
 	return slices.Contains(o.tasks, task), o.err
 }
 
+type runKeyCtx struct{}
+
+// decodeRuns stands in for the sidecar's decoding of run bodies, which
+// happens before the router: it puts the session a run names in the
+// context, where runKey (Config.RunKey) finds it.
+func decodeRuns(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/run" || req.URL.Path == "/run_sse" {
+			b, _ := io.ReadAll(req.Body)
+			req.Body = io.NopCloser(bytes.NewReader(b))
+			var run struct{ UserID, SessionID string }
+			if json.Unmarshal(b, &run) == nil && run.UserID != "" && run.SessionID != "" {
+				req = req.WithContext(context.WithValue(req.Context(), runKeyCtx{}, Key{User: run.UserID, Session: run.SessionID}))
+			}
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+func runKey(req *http.Request) (Key, bool) {
+	k, ok := req.Context().Value(runKeyCtx{}).(Key)
+	return k, ok
+}
+
 // pod is one sidecar's HTTP surface in miniature: the router in front of a
 // handler that records what reached it and answers with its name, and the
 // owner endpoint, on a real loopback server.
@@ -136,7 +143,7 @@ func startPod(t *testing.T, name string, owner Owner, peers Peers, mut ...func(*
 	})
 	cfg := Config{
 		AppName: "goose", A2APaths: []string{"/a2a/v1/invoke"}, Owner: owner, Peers: peers,
-		Token: "tok", MaxBodyBytes: 1 << 10, Logger: slog.New(slog.DiscardHandler),
+		Token: "tok", MaxBodyBytes: 1 << 10, RunKey: runKey, Logger: slog.New(slog.DiscardHandler),
 	}
 	for _, m := range mut {
 		m(&cfg)
@@ -144,7 +151,7 @@ func startPod(t *testing.T, name string, owner Owner, peers Peers, mut ...func(*
 	mux := http.NewServeMux()
 	mux.Handle("GET "+OwnerPath, OwnerHandler(owner, cfg.Logger))
 	mux.Handle("/", local)
-	routed := New(cfg).Wrap(mux)
+	routed := decodeRuns(New(cfg).Wrap(mux))
 	auth := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Header.Get("Authorization") != "Bearer tok" {
 			http.Error(w, "no", http.StatusUnauthorized)
@@ -217,7 +224,7 @@ func TestRouterForwardsToOwner(t *testing.T) {
 }
 
 func TestRouterServesLocally(t *testing.T) {
-	owner := startPod(t, "owner", stubOwner{sessions: []string{"u/s"}}, static())
+	owner := startPod(t, "owner", stubOwner{sessions: []string{"u/s"}, tasks: []string{"t1"}}, static())
 	entry := startPod(t, "entry", stubOwner{sessions: []string{"u/mine"}}, static(owner.srv.URL))
 	for _, c := range []struct{ name, method, path, body string }{
 		{"own session", http.MethodPost, "/run", `{"userId":"u","sessionId":"mine"}`},
@@ -226,8 +233,9 @@ func TestRouterServesLocally(t *testing.T) {
 		{"new A2A conversation", http.MethodPost, "/a2a/v1/invoke", `{"method":"SendMessage","params":{"message":{"messageId":"m"}}}`},
 		{"other app", http.MethodGet, "/apps/other/users/u/sessions/s", ""},
 		{"preflight", http.MethodOptions, "/apps/goose/users/u/sessions/s", ""},
-		{"body over the limit", http.MethodPost, "/run", `{"userId":"u","sessionId":"s","pad":"` + strings.Repeat("x", 2<<10) + `"}`},
-		{"unparsable body", http.MethodPost, "/run", `{"userId":`},
+		{"A2A body over the limit", http.MethodPost, "/a2a/v1/invoke", `{"method":"GetTask","params":{"id":"t1"},"pad":"` + strings.Repeat("x", 2<<10) + `"}`},
+		{"unparsable A2A body", http.MethodPost, "/a2a/v1/invoke", `{"method":"GetTask","params":{"id":`},
+		{"run naming no session", http.MethodPost, "/run", `{"userId":`},
 	} {
 		resp, body := send(t, entry.srv.URL, c.method, c.path, c.body)
 		if resp.StatusCode != http.StatusOK || body != "data: served by entry\n\n" {
@@ -236,6 +244,11 @@ func TestRouterServesLocally(t *testing.T) {
 		if r := entry.requests(); len(r) == 0 || r[len(r)-1].body != c.body {
 			t.Errorf("%s: the local handler did not get the body intact", c.name)
 		}
+	}
+	// Without RunKey the router does not look into runs.
+	plain := startPod(t, "plain", stubOwner{}, static(owner.srv.URL), func(c *Config) { c.RunKey = nil })
+	if resp, body := send(t, plain.srv.URL, http.MethodPost, "/run", `{"userId":"u","sessionId":"s"}`); resp.StatusCode != http.StatusOK || body != "data: served by plain\n\n" {
+		t.Errorf("run without RunKey: %d %q", resp.StatusCode, body)
 	}
 	// A request from a peer is served where it arrives, whatever it names.
 	resp, body := send(t, entry.srv.URL, http.MethodGet, "/apps/goose/users/u/sessions/s", "", HopHeader, "1")
@@ -368,10 +381,8 @@ func FuzzKeys(f *testing.F) {
 	}
 	r := New(Config{AppName: "goose"})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, parse := range []func([]byte) (Key, bool){runKey, a2aKey} {
-			if k, ok := parse(b); ok && k.Task == "" && (k.User == "" || k.Session == "") {
-				t.Fatalf("key %+v from %q", k, b)
-			}
+		if k, ok := a2aKey(t.Context(), b); ok && k.Task == "" && (k.User == "" || k.Session == "") {
+			t.Fatalf("key %+v from %q", k, b)
 		}
 		req := httptest.NewRequest(http.MethodGet, "http://x/", nil)
 		req.URL.RawPath, req.URL.Path = string(b), string(b)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 
 	"net/http"
 )
@@ -151,7 +152,7 @@ func (d *drainingExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorConte
 			return eventsOf(evs)
 		}
 		return func(yield func(a2a.Event, error) bool) {
-			key := gooseagent.SessionKey{AppName: d.appName, UserID: a2aUserID(ctx, ec), SessionID: ec.ContextID}
+			key := gooseagent.SessionKey{AppName: d.appName, UserID: adkcompat.A2AUserID(ctx, ec.ContextID), SessionID: ec.ContextID}
 			release, err := d.turns.acquire(ctx, key, d.turnWait)
 			if err != nil {
 				yield(nil, fmt.Errorf("failed to start a turn in context %s: %w", ec.ContextID, err))
@@ -189,7 +190,7 @@ func (d *drainingExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContex
 					}
 				}
 			}
-			key := gooseagent.SessionKey{AppName: d.appName, UserID: a2aUserID(ctx, ec), SessionID: ec.ContextID}
+			key := gooseagent.SessionKey{AppName: d.appName, UserID: adkcompat.A2AUserID(ctx, ec.ContextID), SessionID: ec.ContextID}
 			// Bounded: a turn of the session still winding down holds its lock.
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			d.control.CancelConfirmation(cctx, key, ids, "cancelled with A2A task "+string(ec.TaskID))
@@ -197,14 +198,6 @@ func (d *drainingExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContex
 		}
 		return d.streaming.Cancel(ctx, ec)
 	})
-}
-
-// a2aUserID is the ADK user adka2a runs a task as (its toInvocationMeta).
-func a2aUserID(ctx context.Context, ec *a2asrv.ExecutorContext) string {
-	if cc, ok := a2asrv.CallContextFrom(ctx); ok && cc.User != nil && cc.User.Name != "" {
-		return cc.User.Name
-	}
-	return "A2A_USER_" + ec.ContextID
 }
 
 // progressAsStatus turns the artifact updates adka2a makes of goose progress

@@ -35,7 +35,7 @@ import (
 //	direct     the goose REST client reads goose's /reply SSE itself
 //	proxy      the same client through a plain httputil.ReverseProxy
 //	adk2goose  an HTTP client reads /run_sse of the full sidecar
-//	           (auth, lenient layer, adkrest, runner, SQLite sessions, gooseagent)
+//	           (auth, run decoding, adkrest, runner, SQLite sessions, gooseagent)
 //	forwarded  the same /run_sse sent to a second replica's sidecar, which
 //	           finds the session's owner (an owner query) and forwards the stream
 //

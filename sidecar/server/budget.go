@@ -1,17 +1,13 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"iter"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -19,7 +15,6 @@ import (
 	adka2a "google.golang.org/adk/server/adka2a/v2"
 
 	"github.com/adk2goose/goose-operator/sidecar/budget"
-	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
 
 // openBudget opens the token ledger and the budget (package budget). The
@@ -78,56 +73,21 @@ type BudgetRefusal struct {
 	Detail string `json:"detail"`
 }
 
-// budgetGate answers 429 to a /run or /run_sse that would start a turn
-// while the budget is spent. It sits behind lenient, so the body it peeks
-// at (only then) is the normalised one. A message that answers a pending
-// tool confirmation continues a turn already running, and passes.
-func (s *Server) budgetGate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := strings.TrimSuffix(r.URL.Path, "/")
-		if r.Method != http.MethodPost || (p != "/run" && p != "/run_sse") {
-			next.ServeHTTP(w, r)
-			return
-		}
-		refusal := s.budget.Check()
-		if refusal == nil {
-			next.ServeHTTP(w, r)
-			return
-		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "failed to read request body: " + err.Error()})
-			return
-		}
-		var req RunRequest
-		if json.Unmarshal(body, &req) == nil && s.answersConfirmation(&req) {
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			next.ServeHTTP(w, r)
-			return
-		}
-		s.budget.Refused("rest")
-		w.Header().Set("Retry-After", strconv.FormatInt(refusal.RetryAfter(s.budget.Now()), 10))
-		writeJSON(w, http.StatusTooManyRequests, BudgetRefusal{
-			Error: refusal.Error(), Code: budget.ReasonExhausted,
-			ResetsAt: refusal.ResetsAt.UTC().Format(time.RFC3339),
-			Budget:   refusal.Limits, Used: refusal.Used, Detail: refusal.Error(),
-		})
-	})
-}
-
-// answersConfirmation reports a run whose message answers the session's
-// pending tool confirmation.
-func (s *Server) answersConfirmation(req *RunRequest) bool {
-	if req.NewMessage == nil {
+// refuseRunOverBudget answers 429 to a run while the agent's token budget is
+// spent, with the reason and Retry-After, and reports whether it did.
+func (s *Server) refuseRunOverBudget(w http.ResponseWriter) bool {
+	refusal := s.budget.Check()
+	if refusal == nil {
 		return false
 	}
-	key := gooseagent.SessionKey{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID}
-	for _, p := range req.NewMessage.Parts {
-		if p != nil && p.FunctionResponse != nil && s.control.CheckConfirmation(key, p.FunctionResponse.ID) == nil {
-			return true
-		}
-	}
-	return false
+	s.budget.Refused("rest")
+	w.Header().Set("Retry-After", strconv.FormatInt(refusal.RetryAfter(s.budget.Now()), 10))
+	writeJSON(w, http.StatusTooManyRequests, BudgetRefusal{
+		Error: refusal.Error(), Code: budget.ReasonExhausted,
+		ResetsAt: refusal.ResetsAt.UTC().Format(time.RFC3339),
+		Budget:   refusal.Limits, Used: refusal.Used, Detail: refusal.Error(),
+	})
+	return true
 }
 
 // refuseOverBudget returns the events that end an A2A execution failed when

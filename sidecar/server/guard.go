@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
@@ -30,15 +31,30 @@ type httpError struct {
 	code, msg string
 }
 
-// serveRun guards /run and /run_sse: client mistakes get a 4xx with a JSON
-// reason here, where adkrest would answer text/plain, or 500 after having
-// stored the user message; and the run takes the session's turn.
-func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, req *RunRequest, next http.Handler) {
+// guardRuns guards /run and /run_sse on their way to adkrest (next): client
+// mistakes, including answers to tool confirmations that are not pending,
+// get a 4xx with a JSON reason here, where adkrest would answer text/plain,
+// or 500 after having stored the user message; the run takes the session's
+// turn; and a run that would start a turn while the token budget is spent
+// gets 429. adkrest is handed the canonical encoding of the run request
+// decodeRuns decoded. Other requests pass.
+func (s *Server) guardRuns(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if req := runRequestOf(r); req != nil {
+			s.guardRun(w, r, req, next)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) guardRun(w http.ResponseWriter, r *http.Request, req *RunRequest, next http.Handler) {
 	if req.AppName != s.cfg.AppName {
 		writeJSONError(w, r, http.StatusNotFound, codeAppNotFound, s.unknownApp(req.AppName))
 		return
 	}
-	if he := s.checkConfirmations(req); he != nil {
+	answersConfirmation, he := s.checkConfirmations(req)
+	if he != nil {
 		writeJSONError(w, r, he.status, he.code, he.msg)
 		return
 	}
@@ -63,7 +79,16 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, req *RunReques
 			s.log.Error("failed to store a run's user message", "session", req.SessionID, "error", err)
 		}
 	}()
-	next.ServeHTTP(w, r.WithContext(ctx))
+	// An answer to a pending confirmation continues a turn already running.
+	if !answersConfirmation && s.refuseRunOverBudget(w) {
+		return
+	}
+	canonical, err := withCanonicalBody(ctx, r, req)
+	if err != nil {
+		writeJSONError(w, r, http.StatusInternalServerError, statusCode(http.StatusInternalServerError), err.Error())
+		return
+	}
+	next.ServeHTTP(w, canonical)
 }
 
 // guardSessions answers ADK REST requests for another app with 404 (adkrest
@@ -161,6 +186,13 @@ func writeJSONError(w http.ResponseWriter, r *http.Request, status int, code, ms
 		w.Header().Set("Connection", "close")
 	}
 	writeJSON(w, status, map[string]string{"error": msg, "code": code, "detail": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // jsonErrors rewrites the error answers of the handlers behind it (adkrest

@@ -54,7 +54,7 @@ func TestAuth(t *testing.T) {
 	}
 }
 
-func TestLenientRunRequests(t *testing.T) {
+func TestRunBodiesOfRealClients(t *testing.T) {
 	sc := startSidecar(t, flavours[1].start(t, goosetest.Echo), t.TempDir())
 	sc.createSession("u", "s")
 	// What the web UI and Python clients send: extra fields, snake_case.

@@ -153,10 +153,11 @@ func routeName(r *http.Request) string {
 	return "other"
 }
 
-// instrument is the outermost layer: it counts and times requests, links
-// request contexts to the server's stop signal, tracks in-flight handlers for
-// drain, and ends an SSE stream cut by the drain with an error frame.
-func (s *Server) instrument(next http.Handler) http.Handler {
+// meterAndDrain is the outermost layer. It meters every request (counts,
+// durations, open streams), and makes it drainable: counted in flight for
+// Serve's drain, its context cancelled when the drain times out, and an SSE
+// stream cut that way ended with an error frame.
+func (s *Server) meterAndDrain(next http.Handler) http.Handler {
 	m := s.metrics
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inflight.Add(1)

@@ -12,9 +12,10 @@
 //
 // Every route except the open ones requires the inbound token. Every body
 // is capped and must arrive within BodyReadTimeout (413/408 with a JSON
-// reason; see bodyLimits). /run and /run_sse pass through a lenient
-// normaliser first, because adkrest rejects unknown and snake_case fields
-// that real clients send.
+// reason; see bodyLimits). A /run or /run_sse body is decoded once, as
+// leniently as real clients need (snake_case and unknown fields, which
+// adkrest rejects), and everything after reads that (decodeRuns); adkrest
+// gets its canonical encoding.
 //
 // Tool approvals (goose in approve / smart_approve mode): a goose permission
 // request ends the ADK turn with an adk_request_confirmation function call
@@ -344,7 +345,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.mountA2A(mux); err != nil {
 		return nil, err
 	}
-	mux.Handle("/", s.guardSessions(lenient(s.budgetGate(rest), s.serveRun)))
+	mux.Handle("/", s.guardSessions(s.guardRuns(rest)))
 	mux.Handle("GET "+peering.OwnerPath, peering.OwnerHandler(s, s.log))
 	mux.Handle("GET "+budget.UsagePath, s.budget.Handler())
 
@@ -357,12 +358,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Peers:        cfg.Peers,
 			Token:        cfg.AuthToken,
 			MaxBodyBytes: cfg.MaxMessageBytes,
+			RunKey:       runPeerKey,
 			Forwarded:    func(outcome string) { s.metrics.peerLookups.WithLabelValues(outcome).Inc() },
 			Tracer:       tracerProvider(cfg.TracerProvider).Tracer(TracerName),
 			Logger:       s.log,
 		}).Wrap(h)
 	}
 	h = jsonErrors(h)
+	h = decodeRuns(h)
 	limits := bodyLimits{message: cfg.MaxMessageBytes, other: cfg.MaxOtherBodyBytes, timeout: cfg.BodyReadTimeout}
 	h = limits.buffer(h)
 	if cfg.TracerProvider != nil {
@@ -371,7 +374,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	h = authenticate(h, cfg.AuthToken, s.log)
 	h = limits.readDeadline(h)
 	h = cors(h, cfg.CORSOrigins)
-	h = s.instrument(h)
+	h = s.meterAndDrain(h)
 	h = recoverPanics(h, s.log)
 	s.handler = h
 	ok = true

@@ -13,6 +13,8 @@ import (
 
 	"google.golang.org/adk/session"
 	"google.golang.org/adk/session/database"
+
+	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 )
 
 // sessionReadConns bounds the pool the session service reads from, and as
@@ -29,7 +31,7 @@ const sessionReadConns = 8
 const keepStatements = 10 * 365 * 24 * time.Hour
 
 // openSessionService opens adk-go's database session service on the SQLite
-// file at path, migrates it, and adds the index its reads need. Reads and
+// file at path and migrates it (adkcompat.Migrate). Reads and
 // writes go through two pools (see sessionService); Close the *sql.DBs.
 func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *sessionService, err error) {
 	defer func() {
@@ -68,41 +70,10 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *s
 	if err != nil {
 		return dbs, nil, err
 	}
-	if err := database.AutoMigrate(w); err != nil {
-		return dbs, nil, fmt.Errorf("failed to migrate session database: %w", err)
-	}
-	// adk-go reads a session's events with WHERE app_name, user_id,
-	// session_id ORDER BY timestamp, twice per run, but the events table's
-	// only index is its primary key, which starts with the event id: every
-	// run scanned and sorted the events of all sessions ever stored. Checked
-	// on every start, since gorm's SQLite migrator rebuilds a table (dropping
-	// its other indexes) when it changes a column.
-	if err := ensureIndex(ctx, dbs[0], eventsIndex, eventsIndexDDL); err != nil {
+	if err := adkcompat.Migrate(ctx, w, dbs[0]); err != nil {
 		return dbs, nil, err
 	}
 	return dbs, newSessionService(r, w), nil
-}
-
-// eventsIndexDDL is written out plainly, without IF NOT EXISTS: gorm's
-// SQLite migrator parses the stored DDL of a table's indexes on AutoMigrate
-// and fails on anything its pattern (CREATE INDEX name ON ...) does not match.
-const (
-	eventsIndex    = "adk2goose_events_by_session"
-	eventsIndexDDL = "CREATE INDEX " + eventsIndex + " ON events (app_name, user_id, session_id, timestamp)"
-)
-
-func ensureIndex(ctx context.Context, db *sql.DB, name, ddl string) error {
-	var n int
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?", name).Scan(&n); err != nil {
-		return fmt.Errorf("failed to look up index %s: %w", name, err)
-	}
-	if n > 0 {
-		return nil
-	}
-	if _, err := db.ExecContext(ctx, ddl); err != nil {
-		return fmt.Errorf("failed to create index %s: %w", name, err)
-	}
-	return nil
 }
 
 // sessionService is adk-go's database session service with its reads and
