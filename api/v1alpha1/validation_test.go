@@ -201,7 +201,7 @@ func TestInvalidAgentsAreRejected(t *testing.T) {
 			[]string{"spec.replicas"}},
 		{"too many replicas", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Replicas = ptr.To[int32](1000) },
 			[]string{"spec.replicas"}},
-		{"storage too small", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Storage.Size = ptr.To(resource.MustParse("1Mi")) },
+		{"storage too small", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Storage.Size = new(resource.MustParse("1Mi")) },
 			[]string{"spec.storage.size", "at least 64Mi"}},
 		{"sidecar port privileged", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Sidecar.Port = 80 },
 			[]string{"spec.sidecar.port"}},
@@ -282,14 +282,14 @@ func TestStorageIsImmutable(t *testing.T) {
 	env := testenv.Shared(t)
 	ctx := context.Background()
 	ga := validAgent(ns, "immutable")
-	ga.Spec.Storage.StorageClassName = ptr.To("fast")
+	ga.Spec.Storage.StorageClassName = new("fast")
 	if err := env.Client.Create(ctx, ga); err != nil {
 		t.Fatal(err)
 	}
 	for name, mutate := range map[string]func(*agentsv1alpha1.GooseAgent){
-		"storage class changed": func(g *agentsv1alpha1.GooseAgent) { g.Spec.Storage.StorageClassName = ptr.To("slow") },
+		"storage class changed": func(g *agentsv1alpha1.GooseAgent) { g.Spec.Storage.StorageClassName = new("slow") },
 		"storage class removed": func(g *agentsv1alpha1.GooseAgent) { g.Spec.Storage.StorageClassName = nil },
-		"size changed":          func(g *agentsv1alpha1.GooseAgent) { g.Spec.Storage.Size = ptr.To(resource.MustParse("5Gi")) },
+		"size changed":          func(g *agentsv1alpha1.GooseAgent) { g.Spec.Storage.Size = new(resource.MustParse("5Gi")) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			var cur agentsv1alpha1.GooseAgent

@@ -390,7 +390,7 @@ func chat(t *testing.T, origin string) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
+		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %d %s", resp.Request.URL.Path, resp.StatusCode, b)
 		}
 		return string(b)
@@ -427,7 +427,7 @@ func chat(t *testing.T, origin string) {
 			}
 		}
 	}
-	if resp.StatusCode != 200 || strings.Join(texts, "|") != "echo: ping| pong|echo: ping pong" {
+	if resp.StatusCode != http.StatusOK || strings.Join(texts, "|") != "echo: ping| pong|echo: ping pong" {
 		t.Fatalf("run_sse %d frames %q", resp.StatusCode, texts)
 	}
 }

@@ -77,9 +77,7 @@ func (f *fakePortForward) serve(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.ports = append(f.ports, h.Get(corev1.PortHeader))
 		f.mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			<-replySent
 			defer s.Close()
 			if errStream != nil {
@@ -95,7 +93,7 @@ func (f *fakePortForward) serve(w http.ResponseWriter, r *http.Request) {
 			defer c.Close()
 			go func() { _, _ = io.Copy(c, s) }()
 			_, _ = io.Copy(s, c)
-		}()
+		})
 		return nil
 	})
 	if conn == nil {
@@ -163,8 +161,7 @@ func TestSPDYForwarderLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := t.Context()
 	_, done, err := fwd.Forward(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "p"}}, 1)
 	if err != nil {
 		t.Fatal(err)

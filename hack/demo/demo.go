@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,8 +81,8 @@ func (d *demo) step(format string, args ...any) {
 }
 
 func (d *demo) cleanup() {
-	for i := len(d.procs) - 1; i >= 0; i-- {
-		p := d.procs[i]
+	for _, p := range slices.Backward(d.procs) {
+
 		_ = p.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
 		go func() { _ = p.Wait(); close(done) }()
@@ -92,8 +93,8 @@ func (d *demo) cleanup() {
 			<-done
 		}
 	}
-	for i := len(d.closers) - 1; i >= 0; i-- {
-		d.closers[i]()
+	for _, v := range slices.Backward(d.closers) {
+		v()
 	}
 	if d.env != nil {
 		_ = d.env.Stop()

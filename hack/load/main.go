@@ -378,9 +378,7 @@ func oneRun(cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, er
 	}()
 	start := time.Now()
 	for _, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for turn := range cfg.turns {
 				ttfe, err := stream(hc, sc.url, id, cfg.deltas, &open, func() {
 					n := int(open.Add(1))
@@ -409,7 +407,7 @@ func oneRun(cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, er
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	res.wall = time.Since(start)

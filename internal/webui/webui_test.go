@@ -97,19 +97,19 @@ func TestServesBundleAndConfig(t *testing.T) {
 	var cfg struct {
 		BackendURL string `json:"backendUrl"`
 	}
-	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &cfg) != nil || cfg.BackendURL != origin+"/api" {
+	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &cfg) != nil || cfg.BackendURL != origin+"/api" {
 		t.Fatalf("runtime config %d %s", resp.StatusCode, body)
 	}
 	if resp, _ := do(t, "GET", origin+"/", "", nil); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/ui/" {
 		t.Fatalf("/ -> %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	resp, body = do(t, "GET", origin+"/ui/", "", nil)
-	if resp.StatusCode != 200 || !strings.Contains(body, `<base href="/ui/"`) || !strings.Contains(body, "main-ORIYWHAC.js") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `<base href="/ui/"`) || !strings.Contains(body, "main-ORIYWHAC.js") {
 		t.Fatalf("index %d %.300s", resp.StatusCode, body)
 	}
 	// The v1.7.0 bundle's entry script, from adk-go's embedded copy.
 	resp, body = do(t, "GET", origin+"/ui/main-ORIYWHAC.js", "", nil)
-	if resp.StatusCode != 200 || !strings.Contains(body, "getApiServerBaseUrl") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "getApiServerBaseUrl") {
 		t.Fatalf("main.js %d (%d bytes)", resp.StatusCode, len(body))
 	}
 }
@@ -123,7 +123,7 @@ func TestProxyHeadersAndPaths(t *testing.T) {
 	got := make(chan seen, 1)
 	rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got <- seen{r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Clone()}
-		w.WriteHeader(204)
+		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer rec.Close()
 	backend, _ := url.Parse(rec.URL)
@@ -133,7 +133,7 @@ func TestProxyHeadersAndPaths(t *testing.T) {
 		"Authorization": "Bearer browser-supplied", "X-API-Key": "k", "Cookie": "c=1", "Origin": origin,
 		"Sec-Fetch-Site": "same-origin",
 	})
-	if resp.StatusCode != 204 {
+	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	s := <-got
@@ -154,7 +154,7 @@ func TestGuard(t *testing.T) {
 	var hits sync.Map
 	rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Store(r.URL.Path, true)
-		w.WriteHeader(204)
+		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer rec.Close()
 	backend, _ := url.Parse(rec.URL)
@@ -217,22 +217,22 @@ func TestDrivesRealSidecar(t *testing.T) {
 	browser := map[string]string{"Origin": origin, "Sec-Fetch-Site": "same-origin", "Content-Type": "application/json"}
 
 	// Without the proxy the sidecar refuses the browser: the token matters.
-	if resp, _ := do(t, "GET", backend.String()+"/list-apps", "", nil); resp.StatusCode != 401 {
+	if resp, _ := do(t, "GET", backend.String()+"/list-apps", "", nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("sidecar without token: %d", resp.StatusCode)
 	}
 	resp, body := do(t, "GET", origin+"/api/list-apps?relative_path=./", "", nil)
-	if resp.StatusCode != 200 || strings.TrimSpace(body) != `["goose"]` {
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(body) != `["goose"]` {
 		t.Fatalf("list-apps %d %s", resp.StatusCode, body)
 	}
 	resp, body = do(t, "POST", origin+"/api/apps/goose/users/user/sessions", "null", browser)
 	var sess struct{ ID string }
-	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &sess) != nil || sess.ID == "" {
+	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &sess) != nil || sess.ID == "" {
 		t.Fatalf("create session %d %s", resp.StatusCode, body)
 	}
 
 	run := `{"appName":"goose","userId":"user","sessionId":"` + sess.ID +
 		`","newMessage":{"role":"user","parts":[{"text":"hi"}]},"streaming":true,"stateDelta":null}`
-	req, _ := http.NewRequest("POST", origin+"/api/run_sse", strings.NewReader(run))
+	req, _ := http.NewRequest(http.MethodPost, origin+"/api/run_sse", strings.NewReader(run))
 	for k, v := range browser {
 		req.Header.Set(k, v)
 	}
@@ -243,7 +243,7 @@ func TestDrivesRealSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sresp.Body.Close()
-	if sresp.StatusCode != 200 || !strings.HasPrefix(sresp.Header.Get("Content-Type"), "text/event-stream") {
+	if sresp.StatusCode != http.StatusOK || !strings.HasPrefix(sresp.Header.Get("Content-Type"), "text/event-stream") {
 		b, _ := io.ReadAll(sresp.Body)
 		t.Fatalf("run_sse %d %s %s", sresp.StatusCode, sresp.Header.Get("Content-Type"), b)
 	}
@@ -287,11 +287,11 @@ func TestDrivesRealSidecar(t *testing.T) {
 	}
 
 	// What the UI does when the stream ends, then reloading the session.
-	if resp, body := do(t, "GET", origin+"/api/debug/trace/session/"+sess.ID, "", nil); resp.StatusCode != 200 {
+	if resp, body := do(t, "GET", origin+"/api/debug/trace/session/"+sess.ID, "", nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("trace %d %s", resp.StatusCode, body)
 	}
 	resp, body = do(t, "GET", origin+"/api/apps/goose/users/user/sessions/"+sess.ID, "", nil)
-	if resp.StatusCode != 200 || !strings.Contains(body, "Hello, world") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Hello, world") {
 		t.Fatalf("get session %d %s", resp.StatusCode, body)
 	}
 	client.CloseIdleConnections()

@@ -8,7 +8,8 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 )
 
-func cost(c float64) *float64 { return &c }
+//go:fix inline
+func cost(c float64) *float64 { return new(c) }
 
 // same compares usages by value, costs included (nil is not 0).
 func same(a, b goose.Usage) bool {
@@ -80,11 +81,11 @@ func TestUsageAdd(t *testing.T) {
 			goose.Usage{InputTokens: 1}, goose.Usage{OutputTokens: 1},
 			goose.Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2}},
 		{"one known cost makes the sum's known",
-			goose.Usage{InputTokens: 1}, goose.Usage{OutputTokens: 1, Cost: cost(0.25)},
-			goose.Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2, Cost: cost(0.25)}},
+			goose.Usage{InputTokens: 1}, goose.Usage{OutputTokens: 1, Cost: new(0.25)},
+			goose.Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2, Cost: new(0.25)}},
 		{"costs add",
-			goose.Usage{Cost: cost(0.5)}, goose.Usage{Cost: cost(0.25)},
-			goose.Usage{Cost: cost(0.75)}},
+			goose.Usage{Cost: new(0.5)}, goose.Usage{Cost: new(0.25)},
+			goose.Usage{Cost: new(0.75)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.a.Add(tc.b); !same(got, tc.want) {
@@ -116,11 +117,11 @@ func TestUsageSince(t *testing.T) {
 			goose.Usage{}},
 		{"unknown cost stays unknown", goose.Usage{InputTokens: 3}, goose.Usage{InputTokens: 1, Cost: cost(1)},
 			goose.Usage{InputTokens: 2, TotalTokens: 2}},
-		{"cost grows from an unknown one", goose.Usage{Cost: cost(0.5)}, goose.Usage{},
-			goose.Usage{Cost: cost(0.5)}},
-		{"cost growth", goose.Usage{Cost: cost(1.5)}, goose.Usage{Cost: cost(1)},
-			goose.Usage{Cost: cost(0.5)}},
-		{"cost that went back is 0", goose.Usage{Cost: cost(1)}, goose.Usage{Cost: cost(1.5)},
+		{"cost grows from an unknown one", goose.Usage{Cost: new(0.5)}, goose.Usage{},
+			goose.Usage{Cost: new(0.5)}},
+		{"cost growth", goose.Usage{Cost: new(1.5)}, goose.Usage{Cost: cost(1)},
+			goose.Usage{Cost: new(0.5)}},
+		{"cost that went back is 0", goose.Usage{Cost: cost(1)}, goose.Usage{Cost: new(1.5)},
 			goose.Usage{Cost: cost(0)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -293,9 +293,9 @@ func (g *gooseAgent) notPending(e *sessionEntry, id string) *ConfirmationError {
 		if e.paused != nil {
 			ce.Pending = e.paused.confID
 		}
-		for i := len(e.resolved) - 1; i >= 0; i-- {
-			if e.resolved[i].id == id {
-				ce.Stale, ce.Reason = true, e.resolved[i].reason
+		for _, v := range slices.Backward(e.resolved) {
+			if v.id == id {
+				ce.Stale, ce.Reason = true, v.reason
 				break
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"time"
@@ -502,9 +503,7 @@ func (t *turn) emit(ev *session.Event) bool {
 		return false
 	}
 	if !ev.Partial && len(t.stateDelta) > 0 {
-		for k, v := range t.stateDelta {
-			ev.Actions.StateDelta[k] = v
-		}
+		maps.Copy(ev.Actions.StateDelta, t.stateDelta)
 		clear(t.stateDelta)
 	}
 	if t.events == 0 {

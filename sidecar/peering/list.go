@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -50,9 +51,7 @@ func (r *Router) serveList(w http.ResponseWriter, req *http.Request, user string
 		local.writeTo(w)
 		return
 	}
-	for k, v := range local.header {
-		w.Header()[k] = v
-	}
+	maps.Copy(w.Header(), local.header)
 	w.Header().Del("Content-Length")
 	if missing > 0 {
 		r.log.Warn("session list is missing the sessions of peer pods that did not answer", "user", user, "peers", missing)
@@ -134,9 +133,7 @@ func (b *bufferedResponse) Write(p []byte) (int, error) {
 }
 
 func (b *bufferedResponse) writeTo(w http.ResponseWriter) {
-	for k, v := range b.header {
-		w.Header()[k] = v
-	}
+	maps.Copy(w.Header(), b.header)
 	w.WriteHeader(b.status)
 	_, _ = w.Write(b.body.Bytes())
 }

@@ -82,9 +82,9 @@ type tsRemoteAgent struct {
 func (a *tsRemoteAgent) turn(text string) []tsEvent {
 	msg := map[string]any{"kind": "message", "messageId": fmt.Sprintf("m%d", len(a.session)), "role": "user",
 		"parts": []any{map[string]any{"kind": "text", "text": text}}}
-	for i := len(a.session) - 1; i >= 0; i-- {
-		if a.session[i].Author == a.name {
-			if c, ok := a.session[i].Custom["a2a:context_id"].(string); ok && c != "" {
+	for _, v := range slices.Backward(a.session) {
+		if v.Author == a.name {
+			if c, ok := v.Custom["a2a:context_id"].(string); ok && c != "" {
 				msg["contextId"] = c
 			}
 			break
@@ -100,9 +100,9 @@ func (a *tsRemoteAgent) answer(callID, name string, response map[string]any) []t
 	msg := map[string]any{"kind": "message", "messageId": fmt.Sprintf("m%d", len(a.session)), "role": "user",
 		"parts": []any{map[string]any{"kind": "data", "data": map[string]any{"id": callID, "name": name, "response": response},
 			"metadata": map[string]any{"adk_type": "function_response"}}}}
-	for i := len(a.session) - 1; i >= 0; i-- {
-		if slices.Contains(a.session[i].LongRunning, callID) {
-			msg["taskId"], msg["contextId"] = a.session[i].Custom["a2a:task_id"], a.session[i].Custom["a2a:context_id"]
+	for _, v := range slices.Backward(a.session) {
+		if slices.Contains(v.LongRunning, callID) {
+			msg["taskId"], msg["contextId"] = v.Custom["a2a:task_id"], v.Custom["a2a:context_id"]
 			break
 		}
 	}

@@ -229,13 +229,11 @@ func BenchmarkStreamPaths(b *testing.B) {
 				var opened, hwg sync.WaitGroup
 				opened.Add(held)
 				for _, h := range holds {
-					hwg.Add(1)
-					go func() {
-						defer hwg.Done()
+					hwg.Go(func() {
 						once := sync.OnceFunc(opened.Done)
 						defer once()
 						_ = h(ctx, "hold", once)
-					}()
+					})
 				}
 				opened.Wait()
 				runtime.GC()

@@ -130,8 +130,8 @@ func (s *sidecar) metricLine(series string) string {
 	s.t.Helper()
 	_, body := s.do(http.MethodGet, "/metrics", nil)
 	for line := range strings.SplitSeq(string(body), "\n") {
-		if strings.HasPrefix(line, series+" ") {
-			return strings.TrimPrefix(line, series+" ")
+		if after, ok := strings.CutPrefix(line, series+" "); ok {
+			return after
 		}
 	}
 	return ""

@@ -375,9 +375,7 @@ func TestTwoSessionsAwaitingConfirmation(t *testing.T) {
 			results := map[string]string{}
 			var mu sync.Mutex
 			for s, ok := range map[string]bool{"s1": false, "s2": true} {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					_, frames := sc.runSSE(answerBody("u", s, ids[s], map[string]any{"confirmed": ok}))
 					for _, f := range frames {
 						if out, ok := jpath(f.Data, "content", "parts", 0, "functionResponse", "response", "output").(string); ok {
@@ -386,7 +384,7 @@ func TestTwoSessionsAwaitingConfirmation(t *testing.T) {
 							mu.Unlock()
 						}
 					}
-				}()
+				})
 			}
 			wg.Wait()
 			if results["s2"] != "removed" || !strings.HasPrefix(results["s1"], declinedPrefix) {

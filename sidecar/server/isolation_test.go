@@ -80,9 +80,7 @@ func TestOneSessionsFaultLeavesOtherStreamsWhole(t *testing.T) {
 			started.Add(3)
 			faulted := make(chan struct{})
 			for _, id := range ids[1:] {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					partial, first, final := 0, true, false
 					sseRun(t, sc.URL, id, "bystander", func(data []byte) bool {
 						if bytes.Contains(data, []byte(`"errorCode"`)) {
@@ -107,7 +105,7 @@ func TestOneSessionsFaultLeavesOtherStreamsWhole(t *testing.T) {
 					if partial != goosetest.BystanderDeltas || !final {
 						t.Errorf("bystander %s: %d of %d deltas, final event %v", id, partial, goosetest.BystanderDeltas, final)
 					}
-				}()
+				})
 			}
 			started.Wait()
 			var errEvent []byte

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -144,9 +145,7 @@ func TestEveryRouteCapsItsBody(t *testing.T) {
 				if !chunked {
 					hdr = map[string]string{"Content-Length": fmt.Sprint(hundredMB)}
 				}
-				for k, v := range auth {
-					hdr[k] = v
-				}
+				maps.Copy(hdr, auth)
 				before := read.Load()
 				resp, body := rawRequest(t, addr, rt.method, rt.path, hdr, zeros(hundredMB, chunked), 30*time.Second)
 				if resp.StatusCode != http.StatusRequestEntityTooLarge || body["code"] != "REQUEST_TOO_LARGE" ||

@@ -158,8 +158,8 @@ func (rs *replicaSet) metric(t *testing.T, pod int, series string) string {
 	t.Helper()
 	_, body := rs.pods[pod].do(http.MethodGet, "/metrics", nil)
 	for line := range strings.SplitSeq(string(body), "\n") {
-		if strings.HasPrefix(line, series+" ") {
-			return strings.TrimPrefix(line, series+" ")
+		if after, ok := strings.CutPrefix(line, series+" "); ok {
+			return after
 		}
 	}
 	return ""

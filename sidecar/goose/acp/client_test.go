@@ -479,9 +479,7 @@ func TestConcurrentReplies(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			text := fmt.Sprintf("message number %d", i)
 			evs, err := collect(c.Reply(context.Background(), id, goose.UserMessage{Text: text}))
 			if err != nil {
@@ -505,7 +503,7 @@ func TestConcurrentReplies(t *testing.T) {
 			if err != nil || u.InputTokens != int64(10+len(text)) {
 				errs <- fmt.Errorf("session %s usage %+v: %w", id, u, err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

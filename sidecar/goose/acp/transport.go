@@ -239,9 +239,7 @@ func (w *wsConn) serve(m rpcMessage) {
 	w.mu.Lock()
 	w.inflight[key] = cancel
 	w.mu.Unlock()
-	w.handlers.Add(1)
-	go func() {
-		defer w.handlers.Done()
+	w.handlers.Go(func() {
 		defer func() {
 			w.mu.Lock()
 			delete(w.inflight, key)
@@ -259,7 +257,7 @@ func (w *wsConn) serve(m rpcMessage) {
 		if err := w.write(out); err != nil {
 			w.log.Debug("failed to answer a goose request", "method", m.Method, "err", err)
 		}
-	}()
+	})
 }
 
 // cancelInbound stops the handler of a request goose cancelled.

@@ -1209,9 +1209,7 @@ func (c *serveConn) prompt(m acpRpcIn) {
 	c.mu.Unlock()
 	// Runs go on their own goroutine so this connection keeps reading
 	// cancels and permission answers meanwhile.
-	c.s.wg.Add(1)
-	go func() {
-		defer c.s.wg.Done()
+	c.s.wg.Go(func() {
 		defer func() {
 			c.release(p.SessionID, run)
 			close(run.finished)
@@ -1222,7 +1220,7 @@ func (c *serveConn) prompt(m acpRpcIn) {
 			<-prev.finished
 		}
 		c.run(m.ID, run, ss, text.String(), nil)
-	}()
+	})
 }
 
 // resumeRun is load_session.rs start_resumed_state_machine_turn: a session
@@ -1245,15 +1243,13 @@ func (c *serveConn) resumeRun(ss *serveSession, steps []Step) {
 		args = json.RawMessage("{}")
 	}
 	run.resent = c.sendPermission(ss.id, t, args)
-	c.s.wg.Add(1)
-	go func() {
-		defer c.s.wg.Done()
+	c.s.wg.Go(func() {
 		defer func() {
 			c.release(ss.id, run)
 			close(run.finished)
 		}()
 		c.run(nil, run, ss, "", steps)
-	}()
+	})
 }
 
 // release forgets a run; done before its response goes out, since goose

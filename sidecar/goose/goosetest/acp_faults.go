@@ -41,9 +41,7 @@ func (c *serveConn) startWriter() {
 		return
 	}
 	c.out = make(chan []byte, c.s.outQueue)
-	c.s.wg.Add(1)
-	go func() {
-		defer c.s.wg.Done()
+	c.s.wg.Go(func() {
 		for {
 			select {
 			case b := <-c.out:
@@ -56,7 +54,7 @@ func (c *serveConn) startWriter() {
 				return
 			}
 		}
-	}()
+	})
 }
 
 // enqueue hands b to the writer; false when there is no queue. A full queue

@@ -100,18 +100,18 @@ func TestServeHealthAndAuth(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || string(body) != "ok" {
+		if resp.StatusCode != http.StatusOK || string(body) != "ok" {
 			t.Errorf("%s = %d %q", p, resp.StatusCode, body)
 		}
 	}
 	_, resp, err := dialServe(t, s, http.Header{"X-Secret-Key": {"nope"}}, "")
-	if err == nil || resp == nil || resp.StatusCode != 401 {
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("wrong secret: err=%v resp=%v", err, resp)
 	}
 	if b, _ := io.ReadAll(resp.Body); len(b) != 0 {
 		t.Errorf("401 body = %q, want empty", b)
 	}
-	if _, resp, err := dialServe(t, s, http.Header{"Origin": {"https://evil.example"}, "X-Secret-Key": {s.Secret}}, ""); err == nil || resp.StatusCode != 403 {
+	if _, resp, err := dialServe(t, s, http.Header{"Origin": {"https://evil.example"}, "X-Secret-Key": {s.Secret}}, ""); err == nil || resp.StatusCode != http.StatusForbidden {
 		t.Errorf("foreign Origin: err=%v", err)
 	}
 	c, resp, err := dialServe(t, s, nil, "?token="+s.Secret)

@@ -64,9 +64,7 @@ func RunBystanders(t testing.TB, b goose.Backend, fault func()) {
 	faulted := make(chan struct{})
 	errs := make([]error, n)
 	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			first, finished := true, false
 			var text strings.Builder
 			for ev, err := range b.Reply(context.Background(), id, goose.UserMessage{Text: bystanderText}) {
@@ -92,7 +90,7 @@ func RunBystanders(t testing.TB, b goose.Backend, fault func()) {
 			if errs[i] == nil && (!finished || text.String() != want.String()) {
 				errs[i] = fmt.Errorf("finished=%v, %d bytes of text, want %d", finished, text.Len(), want.Len())
 			}
-		}()
+		})
 	}
 	started.Wait()
 	fault()

@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -760,11 +761,11 @@ func (g *Goosed) reply(w http.ResponseWriter, r *http.Request) {
 	}) {
 		return
 	}
-	var userText string
+	var userText strings.Builder
 	for _, c := range req.UserMessage.Content {
 		var t struct{ Type, Text string }
 		if json.Unmarshal(c, &t) == nil && t.Type == "text" {
-			userText += t.Text
+			userText.WriteString(t.Text)
 		}
 	}
 	sessionID := *req.SessionID
@@ -822,7 +823,7 @@ func (g *Goosed) reply(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer close(producerDone)
 		defer close(frames)
-		g.play(ctx, s, g.opts.Script(sessionID, userText), frames)
+		g.play(ctx, s, g.opts.Script(sessionID, userText.String()), frames)
 	}()
 	// No goroutine outlives the request: stop and wait for the producer.
 	defer func() { cancel(); <-producerDone }()

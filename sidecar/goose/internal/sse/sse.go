@@ -126,8 +126,8 @@ func (r *Reader) field(line []byte) error {
 		return nil // comment, e.g. goosed's ": ping N" heartbeat
 	}
 	name, value := line, []byte(nil)
-	if i := bytes.IndexByte(line, ':'); i >= 0 {
-		name, value = line[:i], line[i+1:]
+	if before, after, ok := bytes.Cut(line, []byte{':'}); ok {
+		name, value = before, after
 		if len(value) > 0 && value[0] == ' ' {
 			value = value[1:]
 		}

@@ -275,8 +275,8 @@ func reference(in []byte, maxLen int) ([]got, error) {
 		case line[0] == ':':
 		default:
 			name, value := string(line), ""
-			if i := bytes.IndexByte(line, ':'); i >= 0 {
-				name, value = string(line[:i]), strings.TrimPrefix(string(line[i+1:]), " ")
+			if before, after, ok := bytes.Cut(line, []byte{':'}); ok {
+				name, value = string(before), strings.TrimPrefix(string(after), " ")
 			}
 			switch name {
 			case "data":
