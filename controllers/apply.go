@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/internal/ssa"
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
@@ -97,7 +97,7 @@ func (r *GooseAgentReconciler) applyIfChanged(ctx context.Context, a *agentsv1al
 		if err != nil {
 			return false, nil, fmt.Errorf("failed to extract applied fields of %s %s: %w", c.kind(), c.name, err)
 		}
-		same, err := sameJSON(applied, c.desired)
+		same, err := ssa.Unchanged(applied, c.desired)
 		if err != nil {
 			return false, nil, err
 		}
@@ -119,24 +119,4 @@ func (r *GooseAgentReconciler) applyIfChanged(ctx context.Context, a *agentsv1al
 		return true, nil, fmt.Errorf("failed to decode applied %s %s: %w", c.kind(), c.name, err)
 	}
 	return true, out, nil
-}
-
-// sameJSON compares two apply configurations by their JSON form, which
-// ignores the difference between absent and empty collections that
-// Go-level comparison would see.
-func sameJSON(a, b any) (bool, error) {
-	var av, bv any
-	for _, p := range []struct {
-		in  any
-		out *any
-	}{{a, &av}, {b, &bv}} {
-		raw, err := json.Marshal(p.in)
-		if err != nil {
-			return false, fmt.Errorf("failed to marshal apply configuration: %w", err)
-		}
-		if err := json.Unmarshal(raw, p.out); err != nil {
-			return false, fmt.Errorf("failed to unmarshal apply configuration: %w", err)
-		}
-	}
-	return equality.Semantic.DeepEqual(av, bv), nil
 }

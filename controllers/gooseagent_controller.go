@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -27,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	agentsv1alpha1ac "github.com/adk2goose/goose-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/internal/ssa"
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
@@ -201,11 +202,11 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 
 	st, requeue := desiredStatus(a, obs, r.now())
-	r.recordEvents(a, &st, applied, pruned, obs)
-	if statusChanged(&a.Status, &st) {
-		if err := r.writeStatus(ctx, a, &st); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := r.recordEvents(a, st, applied, pruned, obs); err != nil {
+		return ctrl.Result{}, err
+	}
+	if _, err := ssa.ApplyStatus(ctx, r.Client, a, FieldOwner, st); err != nil {
+		return ctrl.Result{}, err
 	}
 	if obs.applyErr != nil {
 		return ctrl.Result{}, obs.applyErr
@@ -346,43 +347,14 @@ func (r *GooseAgentReconciler) prune(ctx context.Context, a *agentsv1alpha1.Goos
 
 func ptr[T any](v T) *T { return &v }
 
-// writeStatus server-side-applies the reconciler's part of the status. A
-// separate field owner (the stats collector) can own sessions, tokens and
-// StatsAvailable without either clobbering the other.
-func (r *GooseAgentReconciler) writeStatus(ctx context.Context, a *agentsv1alpha1.GooseAgent, st *agentsv1alpha1.GooseAgentStatus) error {
-	conds := []any{}
-	for _, t := range ownedConditions {
-		c := meta.FindStatusCondition(st.Conditions, t)
-		if c == nil {
-			continue
-		}
-		conds = append(conds, map[string]any{
-			"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
-			"observedGeneration": c.ObservedGeneration, "lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-		})
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": agentsv1alpha1.GroupVersion.String(),
-		"kind":       "GooseAgent",
-		"metadata":   map[string]any{"name": a.Name, "namespace": a.Namespace},
-		"status": map[string]any{
-			"observedGeneration": st.ObservedGeneration,
-			"replicas":           int64(st.Replicas),
-			"readyReplicas":      int64(st.ReadyReplicas),
-			"endpoints":          map[string]any{"rest": st.Endpoints.REST, "agentCard": st.Endpoints.AgentCard},
-			"conditions":         conds,
-		},
-	}}
-	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("failed to apply GooseAgent status: %w", err)
-	}
-	return nil
-}
-
 // recordEvents emits Events for transitions only, so a no-op resync emits none.
-func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, st *agentsv1alpha1.GooseAgentStatus, applied, pruned []string, obs observation) {
+func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, status *agentsv1alpha1ac.GooseAgentStatusApplyConfiguration, applied, pruned []string, obs observation) error {
 	if r.Recorder == nil {
-		return
+		return nil
+	}
+	st, err := ssa.AsStatus(status)
+	if err != nil {
+		return err
 	}
 	if len(applied) > 0 {
 		r.Recorder.Eventf(a, nil, corev1.EventTypeNormal, "Applied", "Apply", "applied %s", strings.Join(applied, ", "))
@@ -396,7 +368,7 @@ func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, st *ag
 	old := meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionReady)
 	cur := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionReady)
 	if cur == nil || (old != nil && old.Status == cur.Status && old.Reason == cur.Reason) {
-		return
+		return nil
 	}
 	switch {
 	case cur.Status == metav1.ConditionTrue:
@@ -406,4 +378,5 @@ func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, st *ag
 	case old != nil && old.Status == metav1.ConditionTrue:
 		r.Recorder.Eventf(a, nil, corev1.EventTypeWarning, "NotReady", "Reconcile", "%s: %s", cur.Reason, cur.Message)
 	}
+	return nil
 }
