@@ -17,7 +17,7 @@ HELM := $(LOCALBIN)/helm
 CHART := charts/goose-operator
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # Files `make manifests generate build-installer` writes; `make test` fails when they are stale.
-GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml \
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go api/v1alpha1/applyconfiguration config/crd/bases config/rbac/role.yaml \
 	$(CHART)/crds $(CHART)/files/manager-role.yaml dist/install.yaml
 
 SHELL := /usr/bin/env bash -o pipefail
@@ -42,8 +42,10 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests from the Go 
 	cp config/rbac/role.yaml $(CHART)/files/manager-role.yaml
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate the DeepCopy methods of the API types.
-	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+generate: $(CONTROLLER_GEN) ## Generate the DeepCopy methods and the server-side-apply configurations of the API types.
+	@# Removed first so that a type deleted from the API leaves no configuration behind.
+	rm -rf api/v1alpha1/applyconfiguration
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" applyconfiguration:headerFile="hack/boilerplate.go.txt" paths="./api/v1alpha1"
 
 .PHONY: verify-generated
 verify-generated: ## Fail when the committed generated files are not what `make manifests generate build-installer` writes.

@@ -11,12 +11,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	agentsv1alpha1ac "github.com/adk2goose/goose-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/internal/ssa"
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
@@ -101,14 +102,13 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	if err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		// Status-only updates (ours, the stats collector's) must not loop back.
-		For(&agentsv1alpha1.GooseAgent{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&appsv1.StatefulSet{}).
-		Owns(&corev1.Service{}).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&corev1.Secret{}).
-		Owns(&networkingv1.NetworkPolicy{}).
+		For(&agentsv1alpha1.GooseAgent{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	for _, k := range childKinds {
+		b = b.Owns(k.newObject())
+	}
+	return b.
 		WatchesRawSource(secrets).
 		WatchesRawSource(configMaps).
 		// Pods belong to the StatefulSet, not the agent: their labels name it.
@@ -161,23 +161,9 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	var applied, pruned []string
 	if desired != nil {
-		for _, c := range children(desired) {
-			did, live, err := r.applyIfChanged(ctx, a, c)
-			if err != nil {
-				obs.applyErr = err
-				break
-			}
-			if did {
-				applied = append(applied, c.kind()+"/"+c.name)
-			}
-			if sts, ok := live.(*appsv1.StatefulSet); ok {
-				obs.sts = sts
-			}
-		}
-		if obs.applyErr == nil {
-			if pruned, err = r.prune(ctx, a, desired); err != nil {
-				obs.applyErr = err
-			}
+		applied, pruned, err = r.applyChildren(ctx, a, desired, &obs)
+		if err != nil {
+			obs.applyErr = err
 		}
 	}
 	if obs.sts == nil {
@@ -201,11 +187,11 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 
 	st, requeue := desiredStatus(a, obs, r.now())
-	r.recordEvents(a, &st, applied, pruned, obs)
-	if statusChanged(&a.Status, &st) {
-		if err := r.writeStatus(ctx, a, &st); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := r.recordEvents(a, st, applied, pruned, obs); err != nil {
+		return ctrl.Result{}, err
+	}
+	if _, err := ssa.ApplyStatus(ctx, r.Client, a, FieldOwner, st); err != nil {
+		return ctrl.Result{}, err
 	}
 	if obs.applyErr != nil {
 		return ctrl.Result{}, obs.applyErr
@@ -301,88 +287,81 @@ func (r *GooseAgentReconciler) generated(ctx context.Context, a *agentsv1alpha1.
 	return g, nil
 }
 
-// prunable lists the kinds of children that can become undesired.
-func prunable() []client.ObjectList {
-	return []client.ObjectList{
-		&appsv1.StatefulSetList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{},
-		&corev1.SecretList{}, &networkingv1.NetworkPolicyList{},
+// applyChildren applies the rendered children, records the live
+// StatefulSet in obs, and prunes the children no longer rendered (e.g. the
+// NetworkPolicy after spec.networkPolicy is removed). It returns the
+// children it applied and deleted.
+func (r *GooseAgentReconciler) applyChildren(ctx context.Context, a *agentsv1alpha1.GooseAgent, d *render.Desired, obs *observation) (applied, pruned []string, err error) {
+	kinds, err := resolveKinds(r.Client.Scheme())
+	if err != nil {
+		return nil, nil, err
 	}
+	cs, err := children(kinds, d.Objects())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, c := range cs {
+		did, live, err := r.applyIfChanged(ctx, a, c)
+		if err != nil {
+			return applied, nil, err
+		}
+		if did {
+			applied = append(applied, c.id())
+		}
+		if sts, ok := live.(*appsv1.StatefulSet); ok {
+			obs.sts = sts
+		}
+	}
+	want := map[string]bool{}
+	for _, c := range cs {
+		want[c.id()] = true
+	}
+	pruned, err = r.prune(ctx, a, kinds, want)
+	return applied, pruned, err
 }
 
-// prune deletes children of a that the desired set no longer contains (e.g.
-// the NetworkPolicy after spec.networkPolicy is removed).
-func (r *GooseAgentReconciler) prune(ctx context.Context, a *agentsv1alpha1.GooseAgent, d *render.Desired) ([]string, error) {
-	want := map[string]bool{}
-	for _, c := range children(d) {
-		want[c.kind()+"/"+c.name] = true
-	}
+// prune deletes the children of a whose id is not in want.
+func (r *GooseAgentReconciler) prune(ctx context.Context, a *agentsv1alpha1.GooseAgent, kinds []resolvedKind, want map[string]bool) ([]string, error) {
 	sel := client.MatchingLabels{render.LabelInstance: a.Name, render.LabelManagedBy: render.ManagedBy}
 	var pruned []string
-	for _, list := range prunable() {
+	for _, k := range kinds {
+		list, err := k.newList(r.Client.Scheme())
+		if err != nil {
+			return pruned, err
+		}
 		if err := r.Client.List(ctx, list, client.InNamespace(a.Namespace), sel); err != nil {
-			return pruned, fmt.Errorf("failed to list %T: %w", list, err)
+			return pruned, fmt.Errorf("failed to list %s children: %w", k.gvk.Kind, err)
 		}
 		items, err := meta.ExtractList(list)
 		if err != nil {
-			return pruned, fmt.Errorf("failed to read %T: %w", list, err)
+			return pruned, fmt.Errorf("failed to read %s children: %w", k.gvk.Kind, err)
 		}
 		for _, it := range items {
 			o, ok := it.(client.Object)
 			if !ok || !metav1.IsControlledBy(o, a) {
 				continue
 			}
-			id := strings.TrimPrefix(fmt.Sprintf("%T", o), "*v1.") + "/" + o.GetName()
-			if want[id] {
+			c := child{resolvedKind: k, name: o.GetName()}
+			if want[c.id()] {
 				continue
 			}
-			if err := r.Client.Delete(ctx, o, client.Preconditions{UID: ptr(o.GetUID())}); client.IgnoreNotFound(err) != nil {
-				return pruned, fmt.Errorf("failed to delete %s: %w", id, err)
+			if err := r.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}); client.IgnoreNotFound(err) != nil {
+				return pruned, fmt.Errorf("failed to delete %s: %w", c.id(), err)
 			}
-			pruned = append(pruned, id)
+			pruned = append(pruned, c.id())
 		}
 	}
 	return pruned, nil
 }
 
-func ptr[T any](v T) *T { return &v }
-
-// writeStatus server-side-applies the reconciler's part of the status. A
-// separate field owner (the stats collector) can own sessions, tokens and
-// StatsAvailable without either clobbering the other.
-func (r *GooseAgentReconciler) writeStatus(ctx context.Context, a *agentsv1alpha1.GooseAgent, st *agentsv1alpha1.GooseAgentStatus) error {
-	conds := []any{}
-	for _, t := range ownedConditions {
-		c := meta.FindStatusCondition(st.Conditions, t)
-		if c == nil {
-			continue
-		}
-		conds = append(conds, map[string]any{
-			"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
-			"observedGeneration": c.ObservedGeneration, "lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-		})
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": agentsv1alpha1.GroupVersion.String(),
-		"kind":       "GooseAgent",
-		"metadata":   map[string]any{"name": a.Name, "namespace": a.Namespace},
-		"status": map[string]any{
-			"observedGeneration": st.ObservedGeneration,
-			"replicas":           int64(st.Replicas),
-			"readyReplicas":      int64(st.ReadyReplicas),
-			"endpoints":          map[string]any{"rest": st.Endpoints.REST, "agentCard": st.Endpoints.AgentCard},
-			"conditions":         conds,
-		},
-	}}
-	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("failed to apply GooseAgent status: %w", err)
-	}
-	return nil
-}
-
 // recordEvents emits Events for transitions only, so a no-op resync emits none.
-func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, st *agentsv1alpha1.GooseAgentStatus, applied, pruned []string, obs observation) {
+func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, status *agentsv1alpha1ac.GooseAgentStatusApplyConfiguration, applied, pruned []string, obs observation) error {
 	if r.Recorder == nil {
-		return
+		return nil
+	}
+	st, err := ssa.AsStatus(status)
+	if err != nil {
+		return err
 	}
 	if len(applied) > 0 {
 		r.Recorder.Eventf(a, nil, corev1.EventTypeNormal, "Applied", "Apply", "applied %s", strings.Join(applied, ", "))
@@ -396,7 +375,7 @@ func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, st *ag
 	old := meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionReady)
 	cur := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionReady)
 	if cur == nil || (old != nil && old.Status == cur.Status && old.Reason == cur.Reason) {
-		return
+		return nil
 	}
 	switch {
 	case cur.Status == metav1.ConditionTrue:
@@ -406,4 +385,5 @@ func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, st *ag
 	case old != nil && old.Status == metav1.ConditionTrue:
 		r.Recorder.Eventf(a, nil, corev1.EventTypeWarning, "NotReady", "Reconcile", "%s: %s", cur.Reason, cur.Message)
 	}
+	return nil
 }

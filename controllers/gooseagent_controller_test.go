@@ -156,40 +156,26 @@ func markReady(t testing.TB, ns, name string) {
 	})
 }
 
-// extracted returns what the operator's field owner applied to each child of
-// the desired set, as the golden YAML, with the live owner UID replaced by
-// the fixed one of the golden files.
-func extractedYAML(t testing.TB, a *agentsv1alpha1.GooseAgent) []byte {
+// extractedYAML returns what the operator's field owner applied to each
+// child of case c, in the order c renders them, as the golden YAML, with the
+// live owner UID replaced by the fixed one of the golden files.
+func extractedYAML(t testing.TB, c *fixtures.Case, a *agentsv1alpha1.GooseAgent) []byte {
 	t.Helper()
-	ctx := context.Background()
-	key := func(n string) client.ObjectKey { return client.ObjectKey{Namespace: a.Namespace, Name: n} }
 	var objs []runtime.ApplyConfiguration
-	get := func(o client.Object, name string) {
-		t.Helper()
-		if err := env.Client.Get(ctx, key(name), o); err != nil {
+	for _, o := range renderCase(t, c, a).Objects() {
+		gvk, name := gvkOf(t, o)
+		obj, err := env.Scheme.New(gvk)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if !metav1.IsControlledBy(o, a) {
-			t.Errorf("%T %s has no controller owner reference to the GooseAgent", o, name)
+		live := obj.(client.Object)
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: a.Namespace, Name: name}, live); err != nil {
+			t.Fatal(err)
 		}
-	}
-	s := &corev1.Secret{}
-	get(s, render.SecretName(a))
-	cm := &corev1.ConfigMap{}
-	get(cm, render.ConfigMapName(a))
-	svc, hsvc := &corev1.Service{}, &corev1.Service{}
-	get(svc, render.ServiceName(a))
-	get(hsvc, render.HeadlessServiceName(a))
-	sts := &appsv1.StatefulSet{}
-	get(sts, render.StatefulSetName(a))
-	live := []client.Object{s, cm, svc, hsvc, sts}
-	if a.Spec.NetworkPolicy != nil {
-		np := &networkingv1.NetworkPolicy{}
-		get(np, render.NetworkPolicyName(a))
-		live = append(live, np)
-	}
-	for _, o := range live {
-		ac, err := controllers.ExtractApplied(o)
+		if !metav1.IsControlledBy(live, a) {
+			t.Errorf("%s %s has no controller owner reference to the GooseAgent", gvk.Kind, name)
+		}
+		ac, err := controllers.ExtractApplied(live)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,19 +188,20 @@ func extractedYAML(t testing.TB, a *agentsv1alpha1.GooseAgent) []byte {
 	return bytes.ReplaceAll(out, []byte(a.UID), []byte(fixtures.UID))
 }
 
-// labelledChildren lists every object carrying the agent's instance label.
+// labelledChildren lists every child-kind object carrying the agent's
+// instance label, as Kind/name.
 func labelledChildren(t testing.TB, a *agentsv1alpha1.GooseAgent) []string {
 	t.Helper()
 	var out []string
 	sel := client.MatchingLabels{render.LabelInstance: a.Name, render.LabelManagedBy: render.ManagedBy}
-	for _, l := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.SecretList{}, &networkingv1.NetworkPolicyList{}} {
+	for _, gvk := range childGVKs(t, env.Scheme) {
+		l := newList(t, env.Scheme, gvk)
 		if err := env.Client.List(context.Background(), l, client.InNamespace(a.Namespace), sel); err != nil {
 			t.Fatal(err)
 		}
 		items, _ := meta.ExtractList(l)
 		for _, it := range items {
-			o := it.(client.Object)
-			out = append(out, strings.TrimPrefix(fmt.Sprintf("%T", o), "*v1.")+"/"+o.GetName())
+			out = append(out, gvk.Kind+"/"+it.(client.Object).GetName())
 		}
 	}
 	sort.Strings(out)
@@ -227,8 +214,11 @@ func deleteAgentsAndChildren(t testing.TB, ns string) {
 	t.Helper()
 	ctx := context.Background()
 	sel := client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}
-	for _, l := range []client.ObjectList{&agentsv1alpha1.GooseAgentList{}, &appsv1.StatefulSetList{}, &corev1.ServiceList{},
-		&corev1.ConfigMapList{}, &corev1.SecretList{}, &networkingv1.NetworkPolicyList{}} {
+	lists := []client.ObjectList{&agentsv1alpha1.GooseAgentList{}}
+	for _, gvk := range childGVKs(t, env.Scheme) {
+		lists = append(lists, newList(t, env.Scheme, gvk))
+	}
+	for _, l := range lists {
 		opts := []client.ListOption{client.InNamespace(ns)}
 		if _, agents := l.(*agentsv1alpha1.GooseAgentList); !agents {
 			opts = append(opts, sel)
@@ -279,7 +269,7 @@ func TestGoldenChildren(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := extractedYAML(t, a); !bytes.Equal(got, want) {
+			if got := extractedYAML(t, c, a); !bytes.Equal(got, want) {
 				t.Errorf("applied children differ from the golden file (-want +got):\n%s", cmp.Diff(string(want), string(got)))
 			}
 			wantNames := []string{

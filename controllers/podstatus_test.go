@@ -108,7 +108,7 @@ func TestDesiredStatusReportsPodProblems(t *testing.T) {
 	a := &agentsv1alpha1.GooseAgent{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Generation: 3}}
 	problem := &podProblem{reason: agentsv1alpha1.ReasonImagePullFailed, message: "pod a-0: container goose: ImagePullBackOff"}
 	none := appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1}
-	st, _ := desiredStatus(a, observation{sts: stsWith(1, none), pods: problem}, now)
+	st, _ := desiredTyped(t, a, observation{sts: stsWith(1, none), pods: problem}, now)
 	ready := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionReady)
 	degraded := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionDegraded)
 	if ready.Status != metav1.ConditionFalse || ready.Reason != agentsv1alpha1.ReasonImagePullFailed || !strings.Contains(ready.Message, "container goose") {
@@ -118,15 +118,14 @@ func TestDesiredStatusReportsPodProblems(t *testing.T) {
 		t.Errorf("Degraded = %+v", degraded)
 	}
 	// Past the progress deadline the pod's own reason still wins.
-	old := *st.DeepCopy()
 	a2 := a.DeepCopy()
-	a2.Status = old
-	st, _ = desiredStatus(a2, observation{sts: stsWith(1, none), pods: problem}, now.Add(2*ProgressDeadline))
+	a2.Status = st
+	st, _ = desiredTyped(t, a2, observation{sts: stsWith(1, none), pods: problem}, now.Add(2*ProgressDeadline))
 	if d := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionDegraded); d.Reason != agentsv1alpha1.ReasonImagePullFailed {
 		t.Errorf("Degraded past the deadline = %+v", d)
 	}
 	oneReady := appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 2, ReadyReplicas: 1, UpdatedReplicas: 2}
-	st, _ = desiredStatus(a, observation{sts: stsWith(2, oneReady), pods: problem}, now)
+	st, _ = desiredTyped(t, a, observation{sts: stsWith(2, oneReady), pods: problem}, now)
 	if r := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionReady); r.Status != metav1.ConditionTrue {
 		t.Errorf("Ready with one ready replica = %+v", r)
 	}

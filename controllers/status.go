@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -9,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	agentsv1alpha1ac "github.com/adk2goose/goose-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/internal/ssa"
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
@@ -32,29 +35,37 @@ type observation struct {
 }
 
 // desiredStatus computes the reconciler's part of the status from the
-// previous status and what was observed. It returns the new status and, when
-// the rollout is under way, how long until the progress deadline must be
-// checked again. now is passed in so the function stays pure.
-func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time) (agentsv1alpha1.GooseAgentStatus, time.Duration) {
-	st := *a.Status.DeepCopy()
-	st.ObservedGeneration = a.Generation
-	st.Endpoints = agentsv1alpha1.Endpoints{REST: render.RESTEndpoint(a), AgentCard: render.AgentCardEndpoint(a)}
+// previous status and what was observed, as the apply configuration to write
+// (under FieldOwner, only when it changed). It also returns, when the rollout
+// is under way, how long until the progress deadline must be checked again.
+// now is passed in so the function stays pure.
+func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time) (*agentsv1alpha1ac.GooseAgentStatusApplyConfiguration, time.Duration) {
+	// The previous conditions carry their transition times forward.
+	conds := slices.Clone(a.Status.Conditions)
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		meta.SetStatusCondition(&conds, metav1.Condition{
 			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: a.Generation,
 			LastTransitionTime: metav1.NewTime(now),
 		})
 	}
+	var replicas, ready int32
 	if obs.sts != nil {
-		st.Replicas = obs.sts.Status.Replicas
-		st.ReadyReplicas = obs.sts.Status.ReadyReplicas
+		replicas, ready = obs.sts.Status.Replicas, obs.sts.Status.ReadyReplicas
+	}
+	status := func(requeue time.Duration) (*agentsv1alpha1ac.GooseAgentStatusApplyConfiguration, time.Duration) {
+		return agentsv1alpha1ac.GooseAgentStatus().
+			WithObservedGeneration(a.Generation).
+			WithReplicas(replicas).
+			WithReadyReplicas(ready).
+			WithEndpoints(agentsv1alpha1ac.Endpoints().WithREST(render.RESTEndpoint(a)).WithAgentCard(render.AgentCardEndpoint(a))).
+			WithConditions(ssa.Conditions(conds, agentsv1alpha1.ConditionReady, agentsv1alpha1.ConditionProgressing, agentsv1alpha1.ConditionDegraded)...), requeue
 	}
 
 	if obs.blockedReason != "" {
 		set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, obs.blockedReason, obs.blockedMessage)
 		set(agentsv1alpha1.ConditionProgressing, metav1.ConditionFalse, obs.blockedReason, obs.blockedMessage)
 		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionTrue, obs.blockedReason, obs.blockedMessage)
-		return st, 0
+		return status(0)
 	}
 
 	var requeue time.Duration
@@ -91,13 +102,13 @@ func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time)
 			set(agentsv1alpha1.ConditionProgressing, metav1.ConditionTrue, agentsv1alpha1.ReasonRolloutInProgress, counts)
 			// The transition time survives while the rollout keeps going,
 			// so it marks when the rollout started.
-			since := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionProgressing).LastTransitionTime.Time
+			since := meta.FindStatusCondition(conds, agentsv1alpha1.ConditionProgressing).LastTransitionTime.Time
 			if left := since.Add(ProgressDeadline).Sub(now); left > 0 {
 				requeue = left
 			} else if obs.applyErr == nil && obs.pods == nil {
 				set(agentsv1alpha1.ConditionDegraded, metav1.ConditionTrue, agentsv1alpha1.ReasonPodsNotReady,
 					fmt.Sprintf("rollout not finished after %s: %s", ProgressDeadline, counts))
-				return st, 0
+				return status(0)
 			}
 		} else {
 			set(agentsv1alpha1.ConditionProgressing, metav1.ConditionFalse, agentsv1alpha1.ReasonRolloutComplete, counts)
@@ -116,28 +127,5 @@ func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time)
 	default:
 		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionFalse, agentsv1alpha1.ReasonAsExpected, "")
 	}
-	return st, requeue
-}
-
-// ownedConditions are the condition types this reconciler writes; the stats
-// collector owns StatsAvailable.
-var ownedConditions = []string{agentsv1alpha1.ConditionReady, agentsv1alpha1.ConditionProgressing, agentsv1alpha1.ConditionDegraded}
-
-// statusChanged compares the reconciler-owned part of two statuses.
-func statusChanged(old, cur *agentsv1alpha1.GooseAgentStatus) bool {
-	if old.ObservedGeneration != cur.ObservedGeneration || old.Replicas != cur.Replicas ||
-		old.ReadyReplicas != cur.ReadyReplicas || old.Endpoints != cur.Endpoints {
-		return true
-	}
-	for _, t := range ownedConditions {
-		o, c := meta.FindStatusCondition(old.Conditions, t), meta.FindStatusCondition(cur.Conditions, t)
-		if (o == nil) != (c == nil) {
-			return true
-		}
-		if o != nil && (o.Status != c.Status || o.Reason != c.Reason || o.Message != c.Message ||
-			o.ObservedGeneration != c.ObservedGeneration || !o.LastTransitionTime.Equal(&c.LastTransitionTime)) {
-			return true
-		}
-	}
-	return false
+	return status(requeue)
 }

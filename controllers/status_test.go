@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -10,12 +11,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/internal/ssa"
 )
 
 func stsWith(replicas int32, st appsv1.StatefulSetStatus) *appsv1.StatefulSet {
 	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: appsv1.StatefulSetSpec{Replicas: &replicas}}
 	s.Status = st
 	return s
+}
+
+// desiredTyped is desiredStatus read as the status its apply configuration
+// makes.
+func desiredTyped(t *testing.T, a *agentsv1alpha1.GooseAgent, obs observation, now time.Time) (agentsv1alpha1.GooseAgentStatus, time.Duration) {
+	t.Helper()
+	ac, requeue := desiredStatus(a, obs, now)
+	st, err := ssa.AsStatus(ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, requeue
 }
 
 func TestDesiredStatus(t *testing.T) {
@@ -43,7 +57,7 @@ func TestDesiredStatus(t *testing.T) {
 			want{"True/Available", "False/RolloutComplete", "True/RuntimeMissing"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			st, _ := desiredStatus(a, tc.obs, now)
+			st, _ := desiredTyped(t, a, tc.obs, now)
 			got := want{}
 			for typ, dst := range map[string]*string{agentsv1alpha1.ConditionReady: &got.ready, agentsv1alpha1.ConditionProgressing: &got.progressing, agentsv1alpha1.ConditionDegraded: &got.degraded} {
 				c := meta.FindStatusCondition(st.Conditions, typ)
@@ -71,35 +85,49 @@ func TestProgressDeadline(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a := &agentsv1alpha1.GooseAgent{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Generation: 1}}
 	obs := observation{sts: stsWith(1, appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1})}
-	st, requeue := desiredStatus(a, obs, start)
+	first, requeue := desiredStatus(a, obs, start)
 	if requeue != ProgressDeadline {
 		t.Errorf("requeue = %s, want %s", requeue, ProgressDeadline)
 	}
-	a.Status = st
-	st, requeue = desiredStatus(a, obs, start.Add(4*time.Minute))
+	a.Status, _ = desiredTyped(t, a, obs, start)
+	again, requeue := desiredStatus(a, obs, start.Add(4*time.Minute))
 	if requeue != ProgressDeadline-4*time.Minute {
 		t.Errorf("requeue = %s", requeue)
 	}
-	if statusChanged(&a.Status, &st) {
-		t.Error("status changed while nothing but time passed")
+	if same, err := ssa.Unchanged(first, again); err != nil || !same {
+		t.Errorf("status changed while nothing but time passed (err %v)", err)
 	}
-	st, _ = desiredStatus(a, obs, start.Add(ProgressDeadline+time.Second))
+	st, _ := desiredTyped(t, a, obs, start.Add(ProgressDeadline+time.Second))
 	if c := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue || c.Reason != agentsv1alpha1.ReasonPodsNotReady {
 		t.Errorf("Degraded = %+v after the deadline", c)
 	}
 }
 
-func TestStatusChangedIgnoresForeignFields(t *testing.T) {
+// TestDesiredStatusLeavesForeignFieldsOut: the stats collector's fields and
+// conditions, already in status, are not part of what this reconciler applies
+// (applying them would take them over under its field owner).
+func TestDesiredStatusLeavesForeignFieldsOut(t *testing.T) {
 	a := &agentsv1alpha1.GooseAgent{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Generation: 1}}
-	st, _ := desiredStatus(a, observation{}, time.Now())
-	other := *st.DeepCopy()
-	other.Tokens.Total = 42 // the stats collector's field
-	meta.SetStatusCondition(&other.Conditions, metav1.Condition{Type: agentsv1alpha1.ConditionStatsAvailable, Status: metav1.ConditionTrue, Reason: "StatsCollected"})
-	if statusChanged(&st, &other) {
-		t.Error("a stats-only difference counted as a change of the reconciler's status")
+	a.Status.Tokens.Total = 42
+	a.Status.StatsUpdatedAt = &metav1.Time{Time: time.Now()}
+	meta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: agentsv1alpha1.ConditionStatsAvailable, Status: metav1.ConditionTrue, Reason: "StatsCollected"})
+	ac, _ := desiredStatus(a, observation{}, time.Now())
+	raw, err := json.Marshal(ac)
+	if err != nil {
+		t.Fatal(err)
 	}
-	other.ReadyReplicas = 1
-	if !statusChanged(&st, &other) {
-		t.Error("a readyReplicas change went unnoticed")
+	var fields map[string]any
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"tokens", "sessions", "statsUpdatedAt", "budget"} {
+		if _, ok := fields[f]; ok {
+			t.Errorf("the reconciler applies status.%s, the stats collector's field", f)
+		}
+	}
+	for _, c := range ac.Conditions {
+		if *c.Type == agentsv1alpha1.ConditionStatsAvailable {
+			t.Errorf("the reconciler applies the %s condition", *c.Type)
+		}
 	}
 }

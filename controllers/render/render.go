@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -113,7 +114,10 @@ type Inputs struct {
 	Values map[Ref]string
 }
 
-// Desired is the set of children of one agent.
+// Desired is the set of children of one agent: every apply-configuration
+// field is a child, in the order they are applied (dependencies first). A
+// new child is a new field here, whose kind must be among the operator's
+// child kinds (controllers/children.go).
 type Desired struct {
 	Secret          *corev1ac.SecretApplyConfiguration
 	ConfigMap       *corev1ac.ConfigMapApplyConfiguration
@@ -126,11 +130,19 @@ type Desired struct {
 	ConfigHash string
 }
 
-// Objects lists the children in a stable order (dependencies first).
+// Objects lists the children, the apply-configuration fields of d that are
+// set, in field order. Reading the fields keeps the list from missing one.
 func (d *Desired) Objects() []runtime.ApplyConfiguration {
-	out := []runtime.ApplyConfiguration{d.Secret, d.ConfigMap, d.Service, d.HeadlessService, d.StatefulSet}
-	if d.NetworkPolicy != nil {
-		out = append(out, d.NetworkPolicy)
+	v := reflect.ValueOf(d).Elem()
+	var out []runtime.ApplyConfiguration
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if !v.Type().Field(i).IsExported() || (f.Kind() == reflect.Pointer && f.IsNil()) {
+			continue
+		}
+		if ac, ok := f.Interface().(runtime.ApplyConfiguration); ok {
+			out = append(out, ac)
+		}
 	}
 	return out
 }

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	agentsv1alpha1ac "github.com/adk2goose/goose-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
 )
 
 // BudgetSample is the "budget" object of a sidecar's /stats: the budget it
@@ -52,16 +52,17 @@ func mergeBudget(agent, pod *BudgetSample) *BudgetSample {
 	return agent
 }
 
-// budgetFigures computes status.budget and the BudgetExhausted condition;
+// budgetStatus computes status.budget and the BudgetExhausted condition;
 // both are nil without spec.budget (then server-side apply removes them).
 // Until a pod reports the budget, the status already held is kept and the
 // condition is Unknown.
-func budgetFigures(a *agentsv1alpha1.GooseAgent, res Result, now time.Time) (*agentsv1alpha1.BudgetStatus, *metav1.Condition) {
+func budgetStatus(a *agentsv1alpha1.GooseAgent, res Result, now time.Time) (*agentsv1alpha1ac.BudgetStatusApplyConfiguration, *metav1.Condition) {
 	if a.Spec.Budget == nil {
 		return nil, nil
 	}
 	st := a.Status.Budget
-	c := metav1.Condition{Type: agentsv1alpha1.ConditionBudgetExhausted, ObservedGeneration: a.Generation}
+	c := metav1.Condition{Type: agentsv1alpha1.ConditionBudgetExhausted, ObservedGeneration: a.Generation,
+		LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))}
 	if b := res.Totals.Budget; res.Known && b != nil {
 		st = &agentsv1alpha1.BudgetStatus{
 			Period:      agentsv1alpha1.BudgetPeriod(b.Limits.Period),
@@ -82,45 +83,12 @@ func budgetFigures(a *agentsv1alpha1.GooseAgent, res Result, now time.Time) (*ag
 		c.Status, c.Reason = metav1.ConditionUnknown, agentsv1alpha1.ReasonStatsNotCollected
 		c.Message = "no pod has reported the budget yet"
 	}
-	conds := append([]metav1.Condition(nil), a.Status.Conditions...)
-	c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
-	meta.SetStatusCondition(&conds, c)
-	return st, meta.FindStatusCondition(conds, agentsv1alpha1.ConditionBudgetExhausted)
-}
-
-// budgetChanged compares the budget part of status with the figures.
-func budgetChanged(cur *agentsv1alpha1.GooseAgentStatus, f figures) bool {
-	if (cur.Budget == nil) != (f.Budget == nil) || (cur.Budget != nil && (cur.Budget.Period != f.Budget.Period ||
-		!cur.Budget.PeriodStart.Equal(&f.Budget.PeriodStart) || !cur.Budget.ResetsAt.Equal(&f.Budget.ResetsAt) || cur.Budget.Used != f.Budget.Used)) {
-		return true
+	if st == nil {
+		return nil, &c
 	}
-	old := meta.FindStatusCondition(cur.Conditions, agentsv1alpha1.ConditionBudgetExhausted)
-	if (old == nil) != (f.BudgetCondition == nil) {
-		return true
-	}
-	return old != nil && (old.Status != f.BudgetCondition.Status || old.Reason != f.BudgetCondition.Reason ||
-		old.Message != f.BudgetCondition.Message || old.ObservedGeneration != f.BudgetCondition.ObservedGeneration)
-}
-
-// applyBudget adds the budget part of status to an apply configuration.
-func applyBudget(status map[string]any, f figures) {
-	if c := f.BudgetCondition; c != nil {
-		status["conditions"] = append(status["conditions"].([]any), conditionApply(*c))
-	}
-	if b := f.Budget; b != nil {
-		status["budget"] = map[string]any{
-			"period":      string(b.Period),
-			"periodStart": b.PeriodStart.UTC().Format(time.RFC3339),
-			"resetsAt":    b.ResetsAt.UTC().Format(time.RFC3339),
-			"used":        map[string]any{"input": b.Used.Input, "output": b.Used.Output, "total": b.Used.Total},
-		}
-	}
-}
-
-func conditionApply(c metav1.Condition) map[string]any {
-	return map[string]any{
-		"type": c.Type, "status": string(c.Status), "reason": c.Reason,
-		"message": c.Message, "observedGeneration": c.ObservedGeneration,
-		"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-	}
+	return agentsv1alpha1ac.BudgetStatus().
+		WithPeriod(st.Period).
+		WithPeriodStart(st.PeriodStart).
+		WithResetsAt(st.ResetsAt).
+		WithUsed(tokenStats(st.Used)), &c
 }

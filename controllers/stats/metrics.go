@@ -2,7 +2,11 @@ package stats
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 )
 
 // Metrics exports each agent's figures. Labels are the agent's namespace and
@@ -48,34 +52,36 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) observe(k types.NamespacedName, f figures) {
+// observe exports the figures of st, the status the reconciler applies.
+func (m *Metrics) observe(k types.NamespacedName, st agentsv1alpha1.GooseAgentStatus) {
 	if m == nil {
 		return
 	}
-	m.sessions.WithLabelValues(k.Namespace, k.Name).Set(float64(f.Sessions.Total))
-	m.activeSessions.WithLabelValues(k.Namespace, k.Name).Set(float64(f.Sessions.Active))
-	m.tokens.WithLabelValues(k.Namespace, k.Name, "input").Set(float64(f.Tokens.Input))
-	m.tokens.WithLabelValues(k.Namespace, k.Name, "output").Set(float64(f.Tokens.Output))
-	m.tokens.WithLabelValues(k.Namespace, k.Name, "total").Set(float64(f.Tokens.Total))
+	m.sessions.WithLabelValues(k.Namespace, k.Name).Set(float64(st.Sessions.Total))
+	m.activeSessions.WithLabelValues(k.Namespace, k.Name).Set(float64(st.Sessions.Active))
+	m.tokens.WithLabelValues(k.Namespace, k.Name, "input").Set(float64(st.Tokens.Input))
+	m.tokens.WithLabelValues(k.Namespace, k.Name, "output").Set(float64(st.Tokens.Output))
+	m.tokens.WithLabelValues(k.Namespace, k.Name, "total").Set(float64(st.Tokens.Total))
 	stale := 0.0
-	if f.Condition.Status != "True" {
+	if !meta.IsStatusConditionTrue(st.Conditions, agentsv1alpha1.ConditionStatsAvailable) {
 		stale = 1
 	}
 	m.stale.WithLabelValues(k.Namespace, k.Name).Set(stale)
 	l := prometheus.Labels{"namespace": k.Namespace, "name": k.Name}
-	if f.Budget == nil || f.BudgetCondition == nil {
+	spent := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionBudgetExhausted)
+	if st.Budget == nil || spent == nil {
 		m.budgetUsed.DeletePartialMatch(l)
 		m.budgetSpent.DeletePartialMatch(l)
 		return
 	}
-	m.budgetUsed.WithLabelValues(k.Namespace, k.Name, "input").Set(float64(f.Budget.Used.Input))
-	m.budgetUsed.WithLabelValues(k.Namespace, k.Name, "output").Set(float64(f.Budget.Used.Output))
-	m.budgetUsed.WithLabelValues(k.Namespace, k.Name, "total").Set(float64(f.Budget.Used.Total))
-	spent := 0.0
-	if f.BudgetCondition.Status == "True" {
-		spent = 1
+	m.budgetUsed.WithLabelValues(k.Namespace, k.Name, "input").Set(float64(st.Budget.Used.Input))
+	m.budgetUsed.WithLabelValues(k.Namespace, k.Name, "output").Set(float64(st.Budget.Used.Output))
+	m.budgetUsed.WithLabelValues(k.Namespace, k.Name, "total").Set(float64(st.Budget.Used.Total))
+	spentValue := 0.0
+	if spent.Status == metav1.ConditionTrue {
+		spentValue = 1
 	}
-	m.budgetSpent.WithLabelValues(k.Namespace, k.Name).Set(spent)
+	m.budgetSpent.WithLabelValues(k.Namespace, k.Name).Set(spentValue)
 }
 
 func (m *Metrics) forget(k types.NamespacedName) {

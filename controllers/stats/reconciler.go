@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	agentsv1alpha1ac "github.com/adk2goose/goose-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/internal/ssa"
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
@@ -111,15 +113,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		res = r.Collector.Collect(ctx, req.NamespacedName, token, pods)
 	}
 
-	st := desired(&a, res, pods, time.Now())
-	r.Metrics.observe(req.NamespacedName, st)
-	if !changed(&a.Status, st) {
-		return next, nil
-	}
-	if err := r.apply(ctx, &a, st); err != nil {
+	desired := desiredStatus(&a, res, pods, time.Now())
+	st, err := ssa.AsStatus(desired)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
-	log.FromContext(ctx).V(1).Info("stats updated", "sessions", st.Sessions.Total, "tokens", st.Tokens.Total)
+	r.Metrics.observe(req.NamespacedName, st)
+	wrote, err := ssa.ApplyStatus(ctx, r.Client, &a, FieldOwner, desired)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("failed to write stats: %w", err)
+	}
+	if wrote {
+		log.FromContext(ctx).V(1).Info("stats updated", "sessions", st.Sessions.Total, "tokens", st.Tokens.Total)
+	}
 	return next, nil
 }
 
@@ -186,34 +192,25 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// figures is the part of status this reconciler owns.
-type figures struct {
-	Sessions  agentsv1alpha1.SessionStats
-	Tokens    agentsv1alpha1.TokenStats
-	UpdatedAt *metav1.Time
-	Condition metav1.Condition
-	// Budget and BudgetCondition are nil without spec.budget.
-	Budget          *agentsv1alpha1.BudgetStatus
-	BudgetCondition *metav1.Condition
-}
-
-// desired computes the owned status from the collection. Figures never come
-// from nowhere: when nothing is known (no pod ever answered since the
-// operator started) the ones already in status stay. statsUpdatedAt moves
-// only when a figure changes.
-func desired(a *agentsv1alpha1.GooseAgent, res Result, pods []Pod, now time.Time) figures {
-	f := figures{Sessions: a.Status.Sessions, Tokens: a.Status.Tokens, UpdatedAt: a.Status.StatsUpdatedAt}
+// desiredStatus computes the owned part of status from the collection, as
+// the apply configuration to write (under FieldOwner, only when it changed).
+// Figures never come from nowhere: when nothing is known (no pod ever
+// answered since the operator started) the ones already in status stay, and
+// until there are any, none is written. statsUpdatedAt moves only when a
+// figure changes.
+func desiredStatus(a *agentsv1alpha1.GooseAgent, res Result, pods []Pod, now time.Time) *agentsv1alpha1ac.GooseAgentStatusApplyConfiguration {
+	sessions, tokens, updatedAt := a.Status.Sessions, a.Status.Tokens, a.Status.StatsUpdatedAt
 	if res.Known {
-		sessions := agentsv1alpha1.SessionStats{Total: res.Totals.SessionsTotal, Active: res.Totals.SessionsActive}
-		tokens := agentsv1alpha1.TokenStats{Input: res.Totals.TokensInput, Output: res.Totals.TokensOutput, Total: res.Totals.TokensTotal}
-		if sessions != f.Sessions || tokens != f.Tokens || f.UpdatedAt == nil {
-			f.Sessions, f.Tokens = sessions, tokens
-			f.UpdatedAt = &metav1.Time{Time: res.CollectedAt.Truncate(time.Second)}
+		got := agentsv1alpha1.SessionStats{Total: res.Totals.SessionsTotal, Active: res.Totals.SessionsActive}
+		gotTokens := agentsv1alpha1.TokenStats{Input: res.Totals.TokensInput, Output: res.Totals.TokensOutput, Total: res.Totals.TokensTotal}
+		if got != sessions || gotTokens != tokens || updatedAt == nil {
+			sessions, tokens = got, gotTokens
+			updatedAt = &metav1.Time{Time: res.CollectedAt.Truncate(time.Second)}
 		}
 	}
 
 	c := metav1.Condition{Type: agentsv1alpha1.ConditionStatsAvailable, ObservedGeneration: a.Generation}
-	none := !res.Known && f.UpdatedAt == nil
+	none := !res.Known && updatedAt == nil
 	switch {
 	case len(res.Stale) == 0 && len(pods) > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, agentsv1alpha1.ReasonStatsCollected
@@ -235,12 +232,30 @@ func desired(a *agentsv1alpha1.GooseAgent, res Result, pods []Pod, now time.Time
 		c.Message = staleMessage("figures may be out of date (last known values kept)", res.Stale)
 	}
 	// Keep the transition time when nothing but the time would change.
-	conds := append([]metav1.Condition(nil), a.Status.Conditions...)
+	conds := slices.Clone(a.Status.Conditions)
 	c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
 	meta.SetStatusCondition(&conds, c)
-	f.Condition = *meta.FindStatusCondition(conds, agentsv1alpha1.ConditionStatsAvailable)
-	f.Budget, f.BudgetCondition = budgetFigures(a, res, now)
-	return f
+	owned := []string{agentsv1alpha1.ConditionStatsAvailable}
+	budget, budgetCondition := budgetStatus(a, res, now)
+	if budgetCondition != nil {
+		meta.SetStatusCondition(&conds, *budgetCondition)
+		owned = append(owned, agentsv1alpha1.ConditionBudgetExhausted)
+	}
+
+	st := agentsv1alpha1ac.GooseAgentStatus().WithConditions(ssa.Conditions(conds, owned...)...)
+	if updatedAt != nil {
+		st.WithSessions(agentsv1alpha1ac.SessionStats().WithTotal(sessions.Total).WithActive(sessions.Active)).
+			WithTokens(tokenStats(tokens)).
+			WithStatsUpdatedAt(*updatedAt)
+	}
+	if budget != nil {
+		st.WithBudget(budget)
+	}
+	return st
+}
+
+func tokenStats(t agentsv1alpha1.TokenStats) *agentsv1alpha1ac.TokenStatsApplyConfiguration {
+	return agentsv1alpha1ac.TokenStats().WithInput(t.Input).WithOutput(t.Output).WithTotal(t.Total)
 }
 
 func staleMessage(head string, stale []string) string {
@@ -249,38 +264,4 @@ func staleMessage(head string, stale []string) string {
 		msg = msg[:maxStaleMessage-3] + "..."
 	}
 	return msg
-}
-
-func changed(cur *agentsv1alpha1.GooseAgentStatus, f figures) bool {
-	if cur.Sessions != f.Sessions || cur.Tokens != f.Tokens || budgetChanged(cur, f) {
-		return true
-	}
-	if (cur.StatsUpdatedAt == nil) != (f.UpdatedAt == nil) ||
-		(cur.StatsUpdatedAt != nil && !cur.StatsUpdatedAt.Equal(f.UpdatedAt)) {
-		return true
-	}
-	old := meta.FindStatusCondition(cur.Conditions, agentsv1alpha1.ConditionStatsAvailable)
-	return old == nil || old.Status != f.Condition.Status || old.Reason != f.Condition.Reason ||
-		old.Message != f.Condition.Message || old.ObservedGeneration != f.Condition.ObservedGeneration
-}
-
-// apply server-side-applies the owned fields of status.
-func (r *Reconciler) apply(ctx context.Context, a *agentsv1alpha1.GooseAgent, f figures) error {
-	status := map[string]any{"conditions": []any{conditionApply(f.Condition)}}
-	applyBudget(status, f)
-	if f.UpdatedAt != nil {
-		status["sessions"] = map[string]any{"total": f.Sessions.Total, "active": f.Sessions.Active}
-		status["tokens"] = map[string]any{"input": f.Tokens.Input, "output": f.Tokens.Output, "total": f.Tokens.Total}
-		status["statsUpdatedAt"] = f.UpdatedAt.UTC().Format(time.RFC3339)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": agentsv1alpha1.GroupVersion.String(),
-		"kind":       "GooseAgent",
-		"metadata":   map[string]any{"name": a.Name, "namespace": a.Namespace},
-		"status":     status,
-	}}
-	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("failed to apply GooseAgent stats: %w", err)
-	}
-	return nil
 }
