@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -212,8 +211,7 @@ func (r *GooseAgentReconciler) desired(ctx context.Context, a *agentsv1alpha1.Go
 	}
 	gen, err := r.generated(ctx, a)
 	if err != nil {
-		var foreign *foreignObjectError
-		if errors.As(err, &foreign) {
+		if _, ok := errors.AsType[*foreignObjectError](err); ok {
 			obs.applyErr = err
 			return nil, nil
 		}
@@ -345,7 +343,7 @@ func (r *GooseAgentReconciler) prune(ctx context.Context, a *agentsv1alpha1.Goos
 			if want[c.id()] {
 				continue
 			}
-			if err := r.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}); client.IgnoreNotFound(err) != nil {
+			if err := r.Client.Delete(ctx, o, client.Preconditions{UID: new(o.GetUID())}); client.IgnoreNotFound(err) != nil {
 				return pruned, fmt.Errorf("failed to delete %s: %w", c.id(), err)
 			}
 			pruned = append(pruned, c.id())

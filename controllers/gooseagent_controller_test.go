@@ -63,7 +63,7 @@ func getSTS(ns, name string) (*appsv1.StatefulSet, error) {
 func waitSTS(t testing.TB, ns, name string) *appsv1.StatefulSet {
 	t.Helper()
 	var sts *appsv1.StatefulSet
-	eventually(t, timeout, "StatefulSet "+name, func() (err error) {
+	eventually(t, "StatefulSet "+name, func() (err error) {
 		sts, err = getSTS(ns, name)
 		return err
 	})
@@ -82,7 +82,7 @@ func podHash(t testing.TB, ns, name string) string {
 func waitHashChange(t testing.TB, ns, name, old, what string) string {
 	t.Helper()
 	var h string
-	eventually(t, timeout, "pod-template hash to change after "+what, func() error {
+	eventually(t, "pod-template hash to change after "+what, func() error {
 		sts, err := getSTS(ns, name)
 		if err != nil {
 			return err
@@ -99,7 +99,7 @@ func waitHashChange(t testing.TB, ns, name, old, what string) string {
 // set to want: a change there rolls the pods as a hash change does.
 func waitGooseEnv(t testing.TB, ns, name, key, want string) {
 	t.Helper()
-	eventually(t, timeout, "goose env "+key+"="+want, func() error {
+	eventually(t, "goose env "+key+"="+want, func() error {
 		sts, err := getSTS(ns, name)
 		if err != nil {
 			return err
@@ -125,7 +125,7 @@ func condition(a *agentsv1alpha1.GooseAgent, t string) *metav1.Condition {
 func waitCondition(t testing.TB, ns, name, typ string, status metav1.ConditionStatus, reason string) *agentsv1alpha1.GooseAgent {
 	t.Helper()
 	var a *agentsv1alpha1.GooseAgent
-	eventually(t, timeout, fmt.Sprintf("%s=%s/%s", typ, status, reason), func() error {
+	eventually(t, fmt.Sprintf("%s=%s/%s", typ, status, reason), func() error {
 		a = getAgent(t, ns, name)
 		c := condition(a, typ)
 		if c == nil || c.Status != status || c.Reason != reason {
@@ -139,7 +139,7 @@ func waitCondition(t testing.TB, ns, name, typ string, status metav1.ConditionSt
 // markReady plays the StatefulSet controller, which envtest does not run.
 func markReady(t testing.TB, ns, name string) {
 	t.Helper()
-	eventually(t, timeout, "StatefulSet status update", func() error {
+	eventually(t, "StatefulSet status update", func() error {
 		sts, err := getSTS(ns, name)
 		if err != nil {
 			return err
@@ -260,7 +260,7 @@ func TestGoldenChildren(t *testing.T) {
 			a := c.Agent
 			sts := waitSTS(t, a.Namespace, render.StatefulSetName(a))
 			if a.Spec.NetworkPolicy != nil {
-				eventually(t, timeout, "NetworkPolicy", func() error {
+				eventually(t, "NetworkPolicy", func() error {
 					return env.Client.Get(context.Background(), client.ObjectKey{Namespace: a.Namespace, Name: render.NetworkPolicyName(a)}, &networkingv1.NetworkPolicy{})
 				})
 			}
@@ -410,7 +410,7 @@ func TestNoOpResyncZeroWrites(t *testing.T) {
 	// Converged once a full pass writes nothing and no reconcile (ours or
 	// the manager's) recorded an Event meanwhile: the cache may lag a moment.
 	var events int64
-	eventually(t, timeout, "convergence", func() error {
+	eventually(t, "convergence", func() error {
 		before := h.events.n.Load()
 		if w := resync(); w != 0 {
 			return fmt.Errorf("%d writes", w)
@@ -424,7 +424,7 @@ func TestNoOpResyncZeroWrites(t *testing.T) {
 		t.Fatal("no Events recorded while the agents were created; the Event check below would be vacuous")
 	}
 	// They reach the API server (asynchronously).
-	eventually(t, timeout, "Events in the namespace", func() error {
+	eventually(t, "Events in the namespace", func() error {
 		if countEvents(t, ns) == 0 {
 			return errors.New("none yet")
 		}
@@ -442,7 +442,7 @@ func TestNoOpResyncZeroWrites(t *testing.T) {
 	updateAgent(t, ns, names[0], func(a *agentsv1alpha1.GooseAgent) {
 		a.Spec.Provider.Model = "changed"
 	})
-	eventually(t, timeout, "a write after a spec change", func() error {
+	eventually(t, "a write after a spec change", func() error {
 		if w := resync(); w == 0 {
 			return fmt.Errorf("no writes")
 		}
@@ -482,7 +482,7 @@ func TestChildRestored(t *testing.T) {
 	if err := env.Client.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "Service to be recreated", func() error {
+	eventually(t, "Service to be recreated", func() error {
 		s := &corev1.Service{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.ServiceName(a)}, s); err != nil {
 			return err
@@ -502,7 +502,7 @@ func TestChildRestored(t *testing.T) {
 	if err := env.Client.Update(ctx, cm, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "ConfigMap edit to be undone", func() error {
+	eventually(t, "ConfigMap edit to be undone", func() error {
 		cm := &corev1.ConfigMap{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.ConfigMapName(a)}, cm); err != nil {
 			return err
@@ -518,7 +518,7 @@ func TestChildRestored(t *testing.T) {
 	if err := env.Client.Update(ctx, sts, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "StatefulSet edit to be undone", func() error {
+	eventually(t, "StatefulSet edit to be undone", func() error {
 		sts, err := getSTS(ns, a.Name)
 		if err != nil {
 			return err
@@ -611,7 +611,7 @@ func TestUnsetReplicasLeftAlone(t *testing.T) {
 		two := int32(2)
 		a.Spec.Replicas = &two
 	})
-	eventually(t, timeout, "replicas 2", func() error {
+	eventually(t, "replicas 2", func() error {
 		sts, err := getSTS(ns, a.Name)
 		if err != nil {
 			return err
@@ -685,11 +685,11 @@ func TestNetworkPolicyPruned(t *testing.T) {
 	c := loadCase(t, "approve")
 	createCase(t, c, ns)
 	key := client.ObjectKey{Namespace: ns, Name: render.NetworkPolicyName(c.Agent)}
-	eventually(t, timeout, "NetworkPolicy", func() error { return env.Client.Get(ctx, key, &networkingv1.NetworkPolicy{}) })
+	eventually(t, "NetworkPolicy", func() error { return env.Client.Get(ctx, key, &networkingv1.NetworkPolicy{}) })
 	a := updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
 		a.Spec.NetworkPolicy = nil
 	})
-	eventually(t, timeout, "NetworkPolicy deletion", func() error {
+	eventually(t, "NetworkPolicy deletion", func() error {
 		err := env.Client.Get(ctx, key, &networkingv1.NetworkPolicy{})
 		if apierrors.IsNotFound(err) {
 			return nil

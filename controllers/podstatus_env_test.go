@@ -44,7 +44,7 @@ func TestPodProblemsReachConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	condition := func(typ string) (*metav1.Condition, error) { return agentCondition(ns, c.Agent.Name, typ) }
-	eventually(t, timeout, "Ready=False/ImagePullFailed naming the container", func() error {
+	eventually(t, "Ready=False/ImagePullFailed naming the container", func() error {
 		for _, typ := range []string{agentsv1alpha1.ConditionReady, agentsv1alpha1.ConditionDegraded} {
 			cond, err := condition(typ)
 			if err != nil {
@@ -61,7 +61,7 @@ func TestPodProblemsReachConditions(t *testing.T) {
 	if err := e.Client.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "Degraded=False once the pod runs", func() error {
+	eventually(t, "Degraded=False once the pod runs", func() error {
 		cond, err := condition(agentsv1alpha1.ConditionDegraded)
 		if err != nil {
 			return err
@@ -82,7 +82,7 @@ func TestRuntimeMissingReachesConditions(t *testing.T) {
 	c := loadCase(t, "minimal")
 	c.Agent.Spec.Extensions = []agentsv1alpha1.ExtensionSpec{{Name: "filesystem", Type: agentsv1alpha1.ExtensionStdio, Cmd: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem"}}}
 	createCase(t, c, ns)
-	eventually(t, timeout, "Degraded=True/RuntimeMissing naming the extension", func() error {
+	eventually(t, "Degraded=True/RuntimeMissing naming the extension", func() error {
 		cond, err := agentCondition(ns, c.Agent.Name, agentsv1alpha1.ConditionDegraded)
 		if err != nil {
 			return err

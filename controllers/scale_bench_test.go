@@ -52,6 +52,7 @@ func BenchmarkScale(b *testing.B) {
 const benchDeadline = 3 * time.Minute
 
 func benchScale(b *testing.B, n int) {
+	b.Helper()
 	ctx := context.Background()
 	ns := newNamespace(b, "scale")
 	h := startManager(b, harnessOpts{concurrency: 4}) // the manager's default

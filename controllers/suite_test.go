@@ -223,8 +223,8 @@ func ensureNamespace(t testing.TB, name string) {
 	}
 }
 
-// eventually polls cond until it returns nil or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+// eventually polls cond until it returns nil or timeout passes.
+func eventually(t testing.TB, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error

@@ -13,6 +13,7 @@ package references
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -188,9 +189,7 @@ func (t *Tracker) read(ctx context.Context, kind render.RefKind, key types.Names
 			return nil, "", false, fmt.Errorf("failed to read ConfigMap %s: %w", key.Name, err)
 		}
 		out := make(map[string]string, len(cm.Data)+len(cm.BinaryData))
-		for k, v := range cm.Data {
-			out[k] = v
-		}
+		maps.Copy(out, cm.Data)
 		for k, v := range cm.BinaryData {
 			out[k] = string(v)
 		}

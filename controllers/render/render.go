@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"reflect"
 	"strconv"
@@ -140,7 +141,7 @@ func (d *Desired) Objects() []runtime.ApplyConfiguration {
 		if !v.Type().Field(i).IsExported() || (f.Kind() == reflect.Pointer && f.IsNil()) {
 			continue
 		}
-		if ac, ok := f.Interface().(runtime.ApplyConfiguration); ok {
+		if ac, ok := reflect.TypeAssert[runtime.ApplyConfiguration](f); ok {
 			out = append(out, ac)
 		}
 	}
@@ -265,8 +266,7 @@ func providerKeyEnv(provider string) string {
 
 // providerURLKey maps a provider id to the config key of its endpoint.
 func providerURLKey(provider string) string {
-	switch provider {
-	case "azure_openai":
+	if provider == "azure_openai" {
 		return "AZURE_OPENAI_ENDPOINT"
 	}
 	return strings.ToUpper(provider) + "_HOST"
@@ -457,9 +457,7 @@ func renderConfig(a *agentsv1alpha1.GooseAgent) (string, error) {
 			m["cmd"], m["args"], m["envs"], m["env_keys"], m["timeout"] = e.Cmd, args, envs, keys, timeout
 		case agentsv1alpha1.ExtensionStreamableHTTP:
 			headers := map[string]string{}
-			for k, v := range e.Headers {
-				headers[k] = v
-			}
+			maps.Copy(headers, e.Headers)
 			m["uri"], m["headers"], m["envs"], m["env_keys"], m["timeout"] = e.URI, headers, map[string]string{}, []string{}, timeout
 		default:
 			return "", invalid("extension %q has unknown type %q", e.Name, e.Type)
@@ -500,9 +498,7 @@ func renderSecretConfig(a *agentsv1alpha1.GooseAgent, values map[Ref]string) (st
 			continue
 		}
 		headers := map[string]string{}
-		for k, v := range e.Headers {
-			headers[k] = v
-		}
+		maps.Copy(headers, e.Headers)
 		for _, h := range e.HeadersFrom {
 			headers[h.Name] = values[Ref{Kind: KindSecret, Name: h.SecretKeyRef.Name, Key: h.SecretKeyRef.Key}]
 		}

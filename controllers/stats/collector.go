@@ -134,12 +134,10 @@ func (c *Collector) Collect(ctx context.Context, agent types.NamespacedName, tok
 			answers[i].err = errors.New("not ready")
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			s, err := c.fetch(ctx, p.URL, token)
 			answers[i] = answer{pod: p.Name, sample: s, err: err, at: c.now()}
-		}()
+		})
 	}
 	wg.Wait()
 

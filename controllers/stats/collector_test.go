@@ -28,8 +28,10 @@ type fakeSidecar struct {
 	block atomic.Bool
 }
 
-func newFakeSidecar(t testing.TB, token string, sessions, active, in, out int64) *fakeSidecar {
-	f := &fakeSidecar{token: token, status: http.StatusOK}
+// newFakeSidecar serves /stats to the bearer token "tok".
+func newFakeSidecar(t testing.TB, sessions, active, in, out int64) *fakeSidecar {
+	t.Helper()
+	f := &fakeSidecar{token: "tok", status: http.StatusOK}
 	f.set(sessions, active, in, out)
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.hits.Add(1)
@@ -71,6 +73,7 @@ func (f *fakeSidecar) pod(name string) Pod { return Pod{Name: name, URL: f.URL +
 // noLeaks fails the test if it leaves goroutines behind. Registered first, it
 // runs after every other cleanup (the fake servers' Close).
 func noLeaks(t *testing.T) {
+	t.Helper()
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 }
@@ -79,8 +82,8 @@ var agent = types.NamespacedName{Namespace: "ns", Name: "a"}
 
 func TestCollectSumsReplicas(t *testing.T) {
 	noLeaks(t)
-	p0 := newFakeSidecar(t, "tok", 3, 1, 100, 20)
-	p1 := newFakeSidecar(t, "tok", 4, 2, 1000, 200)
+	p0 := newFakeSidecar(t, 3, 1, 100, 20)
+	p1 := newFakeSidecar(t, 4, 2, 1000, 200)
 	c := New(Options{})
 	res := c.Collect(context.Background(), agent, "tok", []Pod{p0.pod("a-0"), p1.pod("a-1")})
 	want := Totals{SessionsTotal: 7, SessionsActive: 3, TokensInput: 1100, TokensOutput: 220, TokensTotal: 1320}
@@ -91,8 +94,8 @@ func TestCollectSumsReplicas(t *testing.T) {
 
 func TestUnreachablePodKeepsLastKnownFigures(t *testing.T) {
 	noLeaks(t)
-	p0 := newFakeSidecar(t, "tok", 3, 1, 100, 20)
-	p1 := newFakeSidecar(t, "tok", 4, 0, 1000, 200)
+	p0 := newFakeSidecar(t, 3, 1, 100, 20)
+	p1 := newFakeSidecar(t, 4, 0, 1000, 200)
 	c := New(Options{Timeout: 200 * time.Millisecond})
 	pods := []Pod{p0.pod("a-0"), p1.pod("a-1")}
 	first := c.Collect(context.Background(), agent, "tok", pods)
@@ -148,7 +151,7 @@ func TestBadAnswersAreStaleWithReason(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeSidecar(t, "tok", 1, 0, 1, 1)
+			f := newFakeSidecar(t, 1, 0, 1, 1)
 			tc.setup(f)
 			c := New(Options{Timeout: 100 * time.Millisecond})
 			res := c.Collect(context.Background(), agent, tc.token, []Pod{f.pod("a-0")})
@@ -196,7 +199,7 @@ func BenchmarkCollect1000Agents(b *testing.B) {
 	const agents, workers = 1000, 16
 	fakes := make([]*fakeSidecar, agents)
 	for i := range fakes {
-		fakes[i] = newFakeSidecar(b, "tok", int64(i), 0, int64(i), int64(i))
+		fakes[i] = newFakeSidecar(b, int64(i), 0, int64(i), int64(i))
 	}
 	c := New(Options{MaxConcurrent: 64})
 	b.ResetTimer()

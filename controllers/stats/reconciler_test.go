@@ -44,7 +44,10 @@ const token = "stats-token"
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunShared(m)) }
 
-func sharedEnv(t *testing.T) *testenv.Env { return testenv.Shared(t) }
+func sharedEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	return testenv.Shared(t)
+}
 
 // sidecar is a real adk2goose server (sidecar/server) on loopback, in front
 // of a fake `goose serve`. Restarting it keeps its data directory.
@@ -60,6 +63,7 @@ type sidecar struct {
 }
 
 func startSidecar(t *testing.T, fake *goosetest.Serve) *sidecar {
+	t.Helper()
 	b, err := acp.New(acp.Config{URL: fake.URL, SecretKey: fake.Secret})
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +167,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, replicas int) *fixture {
+	t.Helper()
 	env := sharedEnv(t)
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "stats-"}}

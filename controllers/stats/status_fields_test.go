@@ -36,8 +36,8 @@ var conditionTypes = []string{
 func statusFields() []string {
 	var out []string
 	st := reflect.TypeFor[agentsv1alpha1.GooseAgentStatus]()
-	for i := range st.NumField() {
-		out = append(out, strings.Split(st.Field(i).Tag.Get("json"), ",")[0])
+	for field := range st.Fields() {
+		out = append(out, strings.Split(field.Tag.Get("json"), ",")[0])
 	}
 	return out
 }
