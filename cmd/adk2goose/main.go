@@ -18,10 +18,16 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+	if err := runWithSignals(); err != nil {
 		fmt.Fprintln(os.Stderr, "adk2goose:", err)
 		os.Exit(1)
 	}
+}
+
+// runWithSignals runs until SIGTERM or an interrupt; it returns before main
+// exits so that its deferred stop runs.
+func runWithSignals() error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return run(ctx, os.Args[1:], os.Getenv)
 }

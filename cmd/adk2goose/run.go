@@ -238,7 +238,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	}
 	defer func() { _ = workspaces.Close() }() // directories stay; closing only releases the handle
 
-	ln, err := net.Listen("tcp", o.listen)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("failed to listen: %w", err)
 	}

@@ -24,12 +24,18 @@ usage:
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := dispatch(ctx, os.Args[1:], defaultUIEnv()); err != nil {
+	if err := dispatchWithSignals(); err != nil {
 		fmt.Fprintln(os.Stderr, "goosectl:", err)
 		os.Exit(1)
 	}
+}
+
+// dispatchWithSignals runs the command until SIGTERM or Ctrl-C; it returns
+// before main exits so that its deferred stop runs.
+func dispatchWithSignals() error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return dispatch(ctx, os.Args[1:], defaultUIEnv())
 }
 
 // dispatch runs the command args name.

@@ -88,8 +88,9 @@ type uiEnv struct {
 	// newForwarder makes the port-forwarder; production uses SPDY/WebSocket
 	// through the API server, which needs a kubelet at the other end.
 	newForwarder func(*rest.Config) (podForwarder, error)
-	// openBrowser opens url best-effort.
-	openBrowser func(url string) error
+	// openBrowser opens url best-effort; ctx ending stops an opener still
+	// running.
+	openBrowser func(ctx context.Context, url string) error
 	// onServing, if set, gets the UI's base URL once it serves.
 	onServing func(base string)
 }
@@ -98,7 +99,9 @@ func defaultUIEnv() uiEnv {
 	return uiEnv{
 		stdout: os.Stdout, stderr: os.Stderr,
 		newForwarder: func(c *rest.Config) (podForwarder, error) { return newSPDYForwarder(c, os.Stderr) },
-		openBrowser:  func(u string) error { return openBrowser(u, os.Getenv) },
+		openBrowser: func(ctx context.Context, u string) error {
+			return openBrowser(ctx, u, os.Getenv)
+		},
 	}
 }
 
@@ -120,7 +123,7 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	}
 
 	// Claim the UI port first: a busy port should fail before any cluster call.
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.port)))
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.port)))
 	if err != nil {
 		return fmt.Errorf("ui: cannot listen on 127.0.0.1:%d (pick another with --port, 0 for any): %w", o.port, err)
 	}
@@ -201,7 +204,7 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 		env.onServing(origin)
 	}
 	if !o.noBrowser && env.openBrowser != nil {
-		if err := env.openBrowser(uiURL); err != nil {
+		if err := env.openBrowser(ctx, uiURL); err != nil {
 			fmt.Fprintf(env.stderr, "Could not open a browser (%v): open %s yourself.\n", err, uiURL)
 		}
 	}
@@ -260,7 +263,7 @@ var probeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: tru
 var errNoOpener = errors.New("no display or browser opener")
 
 // openBrowser starts the platform's URL opener without waiting for it.
-func openBrowser(u string, getenv func(string) string) error {
+func openBrowser(ctx context.Context, u string, getenv func(string) string) error {
 	var name string
 	var args []string
 	switch runtime.GOOS {
@@ -278,7 +281,7 @@ func openBrowser(u string, getenv func(string) string) error {
 	if err != nil {
 		return errNoOpener
 	}
-	cmd := exec.Command(path, append(args, u)...)
+	cmd := exec.CommandContext(ctx, path, append(args, u)...)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

@@ -86,7 +86,7 @@ func TestUIBusyPort(t *testing.T) {
 }
 
 func TestOpenBrowserWithoutDisplay(t *testing.T) {
-	if err := openBrowser("http://127.0.0.1:1/ui/", func(string) string { return "" }); err != nil && !errors.Is(err, errNoOpener) {
+	if err := openBrowser(t.Context(), "http://127.0.0.1:1/ui/", func(string) string { return "" }); err != nil && !errors.Is(err, errNoOpener) {
 		// On macOS and Windows an opener exists without DISPLAY; elsewhere none must be tried.
 		t.Fatalf("%v", err)
 	}
@@ -186,7 +186,7 @@ func startUI(t *testing.T, fwd podForwarder, args ...string) (*uiRun, error) {
 	env := uiEnv{
 		stdout: r.out, stderr: r.out,
 		newForwarder: func(*rest.Config) (podForwarder, error) { return fwd, nil },
-		openBrowser:  func(string) error { t.Error("opened a browser despite --no-browser"); return nil },
+		openBrowser:  func(context.Context, string) error { t.Error("opened a browser despite --no-browser"); return nil },
 		onServing:    func(o string) { serving <- o },
 	}
 	go func() { r.done <- runUI(ctx, append(args, "--port", "0", "--no-browser"), env) }()

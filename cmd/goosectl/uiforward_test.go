@@ -38,6 +38,7 @@ type fakePortForward struct {
 }
 
 func newFakePortForward(t *testing.T, target string) *fakePortForward {
+	t.Helper()
 	f := &fakePortForward{target: target, kill: make(chan struct{})}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.Close)

@@ -75,14 +75,13 @@ type demo struct {
 	kubectlE []string
 }
 
-func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
-func (d *demo) step(format string, args ...any) {
+func (d *demo) sayf(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
+func (d *demo) stepf(format string, args ...any) {
 	fmt.Fprintf(d.out, "\n==> "+format+"\n", args...)
 }
 
 func (d *demo) cleanup() {
 	for _, p := range slices.Backward(d.procs) {
-
 		_ = p.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
 		go func() { _ = p.Wait(); close(done) }()
@@ -105,23 +104,23 @@ func (d *demo) run(ctx context.Context) error {
 	if err := os.MkdirAll(d.cfg.WorkDir, 0o700); err != nil {
 		return fmt.Errorf("failed to create work dir: %w", err)
 	}
-	d.step("Starting an embedded control plane (kube-apiserver and etcd, no kubelet) and installing the CRD")
+	d.stepf("Starting an embedded control plane (kube-apiserver and etcd, no kubelet) and installing the CRD")
 	env, err := testenv.New()
 	if err != nil {
 		return err
 	}
 	d.env = env
 	d.kubectlE = []string{"--kubeconfig", env.Kubeconfig}
-	d.say("kubeconfig: %s", env.Kubeconfig)
+	d.sayf("kubeconfig: %s", env.Kubeconfig)
 
-	d.step("Running the operator (%s)", d.cfg.Manager)
-	if err := d.start("manager", d.cfg.Manager, []string{"KUBECONFIG=" + env.Kubeconfig},
+	d.stepf("Running the operator (%s)", d.cfg.Manager)
+	if err := d.start(ctx, "manager", d.cfg.Manager, []string{"KUBECONFIG=" + env.Kubeconfig},
 		"--health-probe-bind-address=0", "--metrics-bind-address=0",
 		"--stats-interval="+d.cfg.StatsInterval.String()); err != nil {
 		return err
 	}
 
-	port, err := freePort()
+	port, err := freePort(ctx)
 	if err != nil {
 		return err
 	}
@@ -155,21 +154,23 @@ func (d *demo) run(ctx context.Context) error {
 }
 
 // start runs a binary in the background, its output in <workdir>/<name>.log.
-func (d *demo) start(name, bin string, env []string, args ...string) error {
+// It outlives ctx: cleanup stops it (interrupt, then kill), in reverse order
+// of start, where ctx's end would kill it at once.
+func (d *demo) start(ctx context.Context, name, bin string, env []string, args ...string) error {
 	logPath := filepath.Join(d.cfg.WorkDir, name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return fmt.Errorf("failed to create %s log: %w", name, err)
 	}
 	d.closers = append(d.closers, func() { _ = logf.Close() })
-	cmd := exec.Command(bin, args...)
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("failed to start %s: %w", name, err)
 	}
 	d.procs = append(d.procs, cmd)
-	d.say("%s running (pid %d), log: %s", name, cmd.Process.Pid, logPath)
+	d.sayf("%s running (pid %d), log: %s", name, cmd.Process.Pid, logPath)
 	return nil
 }
 
@@ -190,8 +191,8 @@ func (d *demo) apply(ctx context.Context, port int) error {
 	if err != nil {
 		return fmt.Errorf("failed to render sample: %w", err)
 	}
-	d.step("Applying %s (sidecar port set to %d, free on this machine)", d.cfg.Sample, port)
-	d.say("%s", strings.TrimSpace(string(raw)))
+	d.stepf("Applying %s (sidecar port set to %d, free on this machine)", d.cfg.Sample, port)
+	d.sayf("%s", strings.TrimSpace(string(raw)))
 	cmd := exec.CommandContext(ctx, d.env.Kubectl(), append(d.kubectlE, "apply", "--server-side", "-f", "-")...)
 	cmd.Stdin = bytes.NewReader(manifest)
 	cmd.Stdout, cmd.Stderr = d.out, d.out
@@ -210,14 +211,14 @@ func (d *demo) provideAPIKey(ctx context.Context) error {
 		return nil
 	}
 	key := client.ObjectKeyFromObject(d.agent)
-	if err := poll(ctx, "the missing Secret to be reported", 60*time.Second, func() (bool, error) {
+	if err := poll(ctx, "the missing Secret to be reported", func() (bool, error) {
 		var a agentsv1alpha1.GooseAgent
 		if err := d.env.Client.Get(ctx, key, &a); err != nil {
 			return false, err
 		}
 		c := meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionReady)
 		if c != nil && c.Reason == agentsv1alpha1.ReasonReferenceNotFound {
-			d.say("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+			d.sayf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
 			return true, nil
 		}
 		return false, nil
@@ -229,7 +230,7 @@ func (d *demo) provideAPIKey(ctx context.Context) error {
 	if value == "" {
 		value = "demo-key-not-used-by-the-fake-goose"
 	}
-	d.step("Creating the Secret the agent references (value from $%s, or a placeholder)", envVar)
+	d.stepf("Creating the Secret the agent references (value from $%s, or a placeholder)", envVar)
 	return d.kubectl(ctx, "create", "secret", "generic", ref.Name, "--from-literal="+ref.Key+"="+value)
 }
 
@@ -241,7 +242,7 @@ func (d *demo) kubectl(ctx context.Context, args ...string) error {
 		}
 		shown[i] = a
 	}
-	d.say("$ kubectl %s", strings.Join(shown, " "))
+	d.sayf("$ kubectl %s", strings.Join(shown, " "))
 	cmd := exec.CommandContext(ctx, d.env.Kubectl(), append(d.kubectlE, args...)...)
 	cmd.Stdout, cmd.Stderr = d.out, d.out
 	if err := cmd.Run(); err != nil {
@@ -250,9 +251,12 @@ func (d *demo) kubectl(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// poll calls ok until it returns true, an error, or the deadline passes.
-func poll(ctx context.Context, what string, timeout time.Duration, ok func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// pollTimeout is how long poll waits: each step takes seconds at most.
+const pollTimeout = 60 * time.Second
+
+// poll calls ok until it returns true, an error, or pollTimeout passes.
+func poll(ctx context.Context, what string, ok func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
 	defer cancel()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -277,10 +281,10 @@ func poll(ctx context.Context, what string, timeout time.Duration, ok func() (bo
 }
 
 func (d *demo) waitForChildren(ctx context.Context) (*appsv1.StatefulSet, error) {
-	d.step("Waiting for the operator to create the agent's objects")
+	d.stepf("Waiting for the operator to create the agent's objects")
 	var sts appsv1.StatefulSet
 	key := types.NamespacedName{Namespace: d.agent.Namespace, Name: render.StatefulSetName(d.agent)}
-	if err := poll(ctx, "the StatefulSet", 60*time.Second, func() (bool, error) {
+	if err := poll(ctx, "the StatefulSet", func() (bool, error) {
 		return d.env.Client.Get(ctx, key, &sts) == nil, nil
 	}); err != nil {
 		return nil, err
@@ -299,11 +303,11 @@ func (d *demo) runSidecar(ctx context.Context, sts *appsv1.StatefulSet, port int
 	d.token = string(secret.Data[render.KeyAuthToken])
 	gooseKey := string(secret.Data[render.KeyGooseSecret])
 
-	gooseURL, which, err := d.startGoose(gooseKey)
+	gooseURL, which, err := d.startGoose(ctx, gooseKey)
 	if err != nil {
 		return err
 	}
-	d.step("goose server: %s", which)
+	d.stepf("goose server: %s", which)
 
 	var args []string
 	for _, c := range sts.Spec.Template.Spec.InitContainers {
@@ -350,12 +354,16 @@ func (d *demo) runSidecar(ctx context.Context, sts *appsv1.StatefulSet, port int
 			_, d.appName, _ = strings.Cut(a, "=")
 		}
 	}
-	d.say("adk2goose %s", strings.Join(args, " "))
-	if err := d.start("adk2goose", d.cfg.Adk2goose, nil, args...); err != nil {
+	d.sayf("adk2goose %s", strings.Join(args, " "))
+	if err := d.start(ctx, "adk2goose", d.cfg.Adk2goose, nil, args...); err != nil {
 		return err
 	}
-	return poll(ctx, "adk2goose /readyz", 60*time.Second, func() (bool, error) {
-		resp, err := http.Get(d.sidecar + "/readyz")
+	return poll(ctx, "adk2goose /readyz", func() (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.sidecar+"/readyz", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return false, err
 		}
@@ -366,13 +374,13 @@ func (d *demo) runSidecar(ctx context.Context, sts *appsv1.StatefulSet, port int
 
 // startGoose starts a real `goose serve` when goose is on PATH and a provider
 // is configured, the fake goose server otherwise.
-func (d *demo) startGoose(secretKey string) (url, which string, err error) {
+func (d *demo) startGoose(ctx context.Context, secretKey string) (url, which string, err error) {
 	if bin, err := exec.LookPath("goose"); err == nil && os.Getenv("GOOSE_PROVIDER") != "" {
-		port, err := freePort()
+		port, err := freePort(ctx)
 		if err != nil {
 			return "", "", err
 		}
-		if err := d.start("goose", bin, []string{"GOOSE_SERVER__SECRET_KEY=" + secretKey},
+		if err := d.start(ctx, "goose", bin, []string{"GOOSE_SERVER__SECRET_KEY=" + secretKey},
 			"serve", "--host", "127.0.0.1", "--port", fmt.Sprint(port)); err != nil {
 			return "", "", err
 		}
@@ -400,7 +408,7 @@ func script(_, userText string) goosetest.Reply {
 // markPodReady plays the kubelet for pod 0 of the StatefulSet.
 func (d *demo) markPodReady(ctx context.Context, sts *appsv1.StatefulSet) error {
 	name := sts.Name + "-0"
-	d.step("Playing the kubelet and the StatefulSet controller: pod %s is ready at 127.0.0.1 (the sidecar above)", name)
+	d.stepf("Playing the kubelet and the StatefulSet controller: pod %s is ready at 127.0.0.1 (the sidecar above)", name)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: sts.Namespace, Name: name, Labels: sts.Spec.Template.Labels},
 		Spec:       *sts.Spec.Template.Spec.DeepCopy(),
@@ -464,7 +472,7 @@ func (d *demo) do(ctx context.Context, method, path string, body any) (*http.Res
 }
 
 func (d *demo) chatREST(ctx context.Context) error {
-	d.step("Talking to the agent over the ADK REST API (POST /run_sse)")
+	d.stepf("Talking to the agent over the ADK REST API (POST /run_sse)")
 	text := "What can you do for me?"
 	resp, err := d.do(ctx, http.MethodPost, "/apps/"+d.appName+"/users/demo/sessions/rest-demo", nil)
 	if err != nil {
@@ -508,8 +516,11 @@ func (d *demo) chatREST(ctx context.Context) error {
 	if final == nil || final["usageMetadata"] == nil {
 		return errors.New("the stream ended without a final event carrying usageMetadata")
 	}
-	u, _ := json.Marshal(final["usageMetadata"])
-	d.say("final event usageMetadata: %s", u)
+	u, err := json.Marshal(final["usageMetadata"])
+	if err != nil {
+		return fmt.Errorf("failed to encode usageMetadata: %w", err)
+	}
+	d.sayf("final event usageMetadata: %s", u)
 	return nil
 }
 
@@ -528,7 +539,7 @@ func partsText(ev map[string]any) string {
 
 // chatA2A uses adk-go's own A2A client: the agent as a remote sub-agent.
 func (d *demo) chatA2A(ctx context.Context) error {
-	d.step("Talking to the agent over A2A with ADK's remoteagent (agent card %s/.well-known/agent-card.json)", d.sidecar)
+	d.stepf("Talking to the agent over A2A with ADK's remoteagent (agent card %s/.well-known/agent-card.json)", d.sidecar)
 	hc := &http.Client{Transport: bearer.Transport{Token: d.token}}
 	defer hc.CloseIdleConnections()
 	remote, err := remoteagent.NewA2A(remoteagent.A2AConfig{
@@ -572,15 +583,15 @@ func (d *demo) chatA2A(ctx context.Context) error {
 	if usage == nil {
 		return errors.New("the A2A reply carried no usage")
 	}
-	d.say("usage: prompt %d, candidates %d, total %d tokens", usage.PromptTokenCount, usage.CandidatesTokenCount, usage.TotalTokenCount)
+	d.sayf("usage: prompt %d, candidates %d, total %d tokens", usage.PromptTokenCount, usage.CandidatesTokenCount, usage.TotalTokenCount)
 	return nil
 }
 
 func (d *demo) showStatus(ctx context.Context) error {
-	d.step("The operator collects the sidecar's /stats into the GooseAgent's status")
+	d.stepf("The operator collects the sidecar's /stats into the GooseAgent's status")
 	key := client.ObjectKeyFromObject(d.agent)
 	var a agentsv1alpha1.GooseAgent
-	if err := poll(ctx, "sessions and tokens in status", 60*time.Second, func() (bool, error) {
+	if err := poll(ctx, "sessions and tokens in status", func() (bool, error) {
 		if err := d.env.Client.Get(ctx, key, &a); err != nil {
 			return false, err
 		}
@@ -591,13 +602,13 @@ func (d *demo) showStatus(ctx context.Context) error {
 	if err := d.kubectl(ctx, "get", "gooseagents", "-o", "wide"); err != nil {
 		return err
 	}
-	d.say("\nThe demo is done: %d sessions, %d tokens (input %d, output %d).",
+	d.sayf("\nThe demo is done: %d sessions, %d tokens (input %d, output %d).",
 		a.Status.Sessions.Total, a.Status.Tokens.Total, a.Status.Tokens.Input, a.Status.Tokens.Output)
 	return nil
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("failed to find a free port: %w", err)
 	}

@@ -10,7 +10,11 @@ import (
 	"time"
 )
 
-func main() {
+func main() { os.Exit(runDemo()) }
+
+// runDemo parses the flags and runs the demo. It returns the exit code, so
+// that its deferred stop runs before main exits.
+func runDemo() int {
 	var cfg Config
 	flag.StringVar(&cfg.Manager, "manager", "bin/manager", "manager binary")
 	flag.StringVar(&cfg.Adk2goose, "adk2goose", "bin/adk2goose", "adk2goose binary")
@@ -22,7 +26,7 @@ func main() {
 		dir, err := os.MkdirTemp("", "goose-operator-demo-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "demo:", err)
-			os.Exit(1)
+			return 1
 		}
 		cfg.WorkDir = dir
 	}
@@ -31,6 +35,7 @@ func main() {
 	if err := Run(ctx, cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
 		fmt.Fprintln(os.Stderr, "logs are in", cfg.WorkDir)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

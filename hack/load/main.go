@@ -18,6 +18,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -71,7 +72,7 @@ func main() {
 	flag.DurationVar(&cfg.settle, "settle", 2*time.Minute, "longest wait for the sidecar's goroutines to return to baseline after a run")
 	flag.IntVar(&cfg.sessionConns, "create-concurrency", 64, "sessions created at once before each run")
 	flag.Parse()
-	ok, err := run(cfg)
+	ok, err := run(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(2)
@@ -81,15 +82,16 @@ func main() {
 	}
 }
 
-func run(cfg config) (bool, error) {
+func run(ctx context.Context, cfg config) (bool, error) {
 	gap := cfg.replyTime / time.Duration(max(cfg.deltas-1, 1))
 	script := func(string, string) goosetest.Reply {
-		steps := make([]goosetest.Step, cfg.deltas)
-		for i := range steps {
-			steps[i] = goosetest.Step{Text: fmt.Sprintf("token%03d ", i)}
+		steps := make([]goosetest.Step, 0, cfg.deltas+1)
+		for i := range cfg.deltas {
+			step := goosetest.Step{Text: fmt.Sprintf("token%03d ", i)}
 			if i > 0 {
-				steps[i].Delay = gap
+				step.Delay = gap
 			}
+			steps = append(steps, step)
 		}
 		return goosetest.Reply{Steps: append(steps, goosetest.Step{Usage: &goosetest.UsageStep{Input: 10, Output: int64(cfg.deltas)}})}
 	}
@@ -113,7 +115,7 @@ func run(cfg config) (bool, error) {
 		return false, fmt.Errorf("unknown flavor %q: want serve or goosed", cfg.flavor)
 	}
 
-	sc, err := startSidecar(cfg, g)
+	sc, err := startSidecar(ctx, cfg, g)
 	if err != nil {
 		return false, err
 	}
@@ -124,7 +126,7 @@ func run(cfg config) (bool, error) {
 	}}
 	defer hc.CloseIdleConnections()
 
-	base, err := sc.sample(hc)
+	base, err := sc.sample(ctx, hc)
 	if err != nil {
 		return false, err
 	}
@@ -135,11 +137,11 @@ func run(cfg config) (bool, error) {
 		"run", "completed", "errors", "max open", "TTFE p50", "TTFE p99", "later p50", "wall", "peak RSS MiB", "peak goroutines", "CPU s/run", "after: RSS MiB", "goroutines")
 	allOK := true
 	for r := 1; r <= cfg.runs; r++ {
-		res, err := oneRun(cfg, sc, hc, r)
+		res, err := oneRun(ctx, cfg, sc, hc, r)
 		if err != nil {
 			return false, err
 		}
-		after, err := sc.settle(hc, base.goroutines, cfg.settle)
+		after, err := sc.settle(ctx, hc, base.goroutines, cfg.settle)
 		if err != nil {
 			return false, err
 		}
@@ -175,7 +177,7 @@ type fakeGoose struct {
 	summary     func() string
 }
 
-func startSidecar(cfg config, fake fakeGoose) (*sidecar, error) {
+func startSidecar(ctx context.Context, cfg config, fake fakeGoose) (*sidecar, error) {
 	dir, err := os.MkdirTemp("", "adk2goose-load-")
 	if err != nil {
 		return nil, err
@@ -185,7 +187,7 @@ func startSidecar(cfg config, fake fakeGoose) (*sidecar, error) {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +206,7 @@ func startSidecar(cfg config, fake fakeGoose) (*sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(cfg.binary, args...)
+	cmd := exec.CommandContext(ctx, cfg.binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start %s: %w", cfg.binary, err)
@@ -213,7 +215,11 @@ func startSidecar(cfg config, fake fakeGoose) (*sidecar, error) {
 	go func() { sc.done <- cmd.Wait() }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(sc.url + "/healthz")
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, sc.url+"/healthz", nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -263,7 +269,7 @@ type sample struct {
 
 // sample reads the sidecar's RSS and CPU from /proc and its goroutine count
 // from its own /metrics (go_goroutines).
-func (sc *sidecar) sample(hc *http.Client) (sample, error) {
+func (sc *sidecar) sample(ctx context.Context, hc *http.Client) (sample, error) {
 	var s sample
 	pid := sc.cmd.Process.Pid
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -288,7 +294,10 @@ func (sc *sidecar) sample(hc *http.Client) (sample, error) {
 			}
 		}
 	}
-	req, _ := http.NewRequest(http.MethodGet, sc.url+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, sc.url+"/metrics", nil)
+	if err != nil {
+		return s, err
+	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -308,11 +317,11 @@ func (sc *sidecar) sample(hc *http.Client) (sample, error) {
 // settle waits until the sidecar's goroutines are back to at most baseline
 // (plus a few for pooled keep-alive connections), or limit passes, and
 // returns the last sample.
-func (sc *sidecar) settle(hc *http.Client, baseline int, limit time.Duration) (sample, error) {
+func (sc *sidecar) settle(ctx context.Context, hc *http.Client, baseline int, limit time.Duration) (sample, error) {
 	hc.CloseIdleConnections()
 	deadline := time.Now().Add(limit)
 	for {
-		s, err := sc.sample(hc)
+		s, err := sc.sample(ctx, hc)
 		if err != nil || s.goroutines <= baseline+10 || time.Now().After(deadline) {
 			return s, err
 		}
@@ -328,7 +337,7 @@ type runResult struct {
 	samples                    []string // the first few error messages
 }
 
-func oneRun(cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, error) {
+func oneRun(ctx context.Context, cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, error) {
 	ids := make([]string, cfg.streams)
 	sem := make(chan struct{}, cfg.sessionConns)
 	var wg sync.WaitGroup
@@ -339,7 +348,7 @@ func oneRun(cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, er
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := post(hc, sc.url+"/apps/"+appName+"/users/u/sessions/"+ids[i], nil, nil); err != nil {
+			if err := post(ctx, hc, sc.url+"/apps/"+appName+"/users/u/sessions/"+ids[i], nil, nil); err != nil {
 				createErr.CompareAndSwap(nil, &err)
 			}
 		}()
@@ -354,7 +363,7 @@ func oneRun(cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, er
 	var open atomic.Int64
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
-	cpu0, err := sc.sample(hc)
+	cpu0, err := sc.sample(ctx, hc)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +377,7 @@ func oneRun(cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, er
 				return
 			case <-t.C:
 			}
-			if s, err := sc.sample(hc); err == nil {
+			if s, err := sc.sample(ctx, hc); err == nil {
 				mu.Lock()
 				res.peak.rssMiB = max(res.peak.rssMiB, s.rssMiB)
 				res.peak.goroutines = max(res.peak.goroutines, s.goroutines)
@@ -380,7 +389,7 @@ func oneRun(cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, er
 	for _, id := range ids {
 		wg.Go(func() {
 			for turn := range cfg.turns {
-				ttfe, err := stream(hc, sc.url, id, cfg.deltas, &open, func() {
+				ttfe, err := stream(ctx, hc, sc.url, id, cfg.deltas, &open, func() {
 					n := int(open.Add(1))
 					mu.Lock()
 					res.maxOpen = max(res.maxOpen, n)
@@ -413,7 +422,7 @@ func oneRun(cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, er
 	res.wall = time.Since(start)
 	close(stopSampling)
 	<-sampled
-	cpu1, err := sc.sample(hc)
+	cpu1, err := sc.sample(ctx, hc)
 	if err != nil {
 		return nil, err
 	}
@@ -421,13 +430,16 @@ func oneRun(cfg config, sc *sidecar, hc *http.Client, runNo int) (*runResult, er
 	return res, nil
 }
 
-func post(hc *http.Client, url string, body any, check func(*http.Response) error) error {
+func post(ctx context.Context, hc *http.Client, url string, body any, check func(*http.Response) error) error {
 	var rd io.Reader
 	if body != nil {
-		j, _ := json.Marshal(body)
+		j, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("failed to encode request body: %w", err)
+		}
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequest(http.MethodPost, url, rd)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, rd)
 	if err != nil {
 		return err
 	}
@@ -451,7 +463,7 @@ func post(hc *http.Client, url string, body any, check func(*http.Response) erro
 
 // stream runs one /run_sse and checks it: every delta as a partial event, a
 // final event, no error event.
-func stream(hc *http.Client, base, id string, deltas int, open *atomic.Int64, opened func()) (time.Duration, error) {
+func stream(ctx context.Context, hc *http.Client, base, id string, deltas int, open *atomic.Int64, opened func()) (time.Duration, error) {
 	start := time.Now()
 	body := map[string]any{
 		"appName": appName, "userId": "u", "sessionId": id, "streaming": true,
@@ -465,7 +477,7 @@ func stream(hc *http.Client, base, id string, deltas int, open *atomic.Int64, op
 			open.Add(-1)
 		}
 	}()
-	err := post(hc, base+"/run_sse", body, func(resp *http.Response) error {
+	err := post(ctx, hc, base+"/run_sse", body, func(resp *http.Response) error {
 		r := bufio.NewReaderSize(resp.Body, 64<<10)
 		for {
 			line, err := r.ReadSlice('\n')

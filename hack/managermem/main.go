@@ -166,7 +166,7 @@ type figures struct {
 // measure runs one manager until it has reconciled every agent with an
 // empty queue, then reads its memory from /metrics and stops it.
 func measure(ctx context.Context, bin, kubeconfig string, o options) (figures, error) {
-	port, err := freePort()
+	port, err := freePort(ctx)
 	if err != nil {
 		return figures{}, err
 	}
@@ -261,8 +261,8 @@ func cutValue(line string) (string, float64, bool) {
 	return line[:i], v, true
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("failed to find a free port: %w", err)
 	}

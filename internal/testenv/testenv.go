@@ -35,7 +35,12 @@ type Env struct {
 
 // RepoRoot returns the repository root, found from this file's location.
 func RepoRoot() string {
-	_, file, _, _ := goruntime.Caller(0)
+	_, file, _, ok := goruntime.Caller(0)
+	if !ok {
+		// Caller(0) describes this function, so this does not happen; if it
+		// did, paths would resolve from the working directory.
+		return "."
+	}
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 

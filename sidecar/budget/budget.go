@@ -339,9 +339,15 @@ func (b *Budget) Handler() http.Handler {
 	})
 }
 
+// writeJSON answers v as JSON. It encodes v before writing the header, so
+// that a value that cannot be encoded is answered 500, not cut off.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(body, '\n')) // a client that went away: nothing to do
 }

@@ -8,9 +8,6 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 )
 
-//go:fix inline
-func cost(c float64) *float64 { return new(c) }
-
 // same compares usages by value, costs included (nil is not 0).
 func same(a, b goose.Usage) bool {
 	if a.InputTokens != b.InputTokens || a.OutputTokens != b.OutputTokens || a.TotalTokens != b.TotalTokens {
@@ -115,14 +112,14 @@ func TestUsageSince(t *testing.T) {
 		{"prev ahead of goose: no growth, never negative",
 			goose.Usage{InputTokens: 5, OutputTokens: 1}, goose.Usage{InputTokens: 10, OutputTokens: 2, TotalTokens: 12},
 			goose.Usage{}},
-		{"unknown cost stays unknown", goose.Usage{InputTokens: 3}, goose.Usage{InputTokens: 1, Cost: cost(1)},
+		{"unknown cost stays unknown", goose.Usage{InputTokens: 3}, goose.Usage{InputTokens: 1, Cost: new(1.0)},
 			goose.Usage{InputTokens: 2, TotalTokens: 2}},
 		{"cost grows from an unknown one", goose.Usage{Cost: new(0.5)}, goose.Usage{},
 			goose.Usage{Cost: new(0.5)}},
-		{"cost growth", goose.Usage{Cost: new(1.5)}, goose.Usage{Cost: cost(1)},
+		{"cost growth", goose.Usage{Cost: new(1.5)}, goose.Usage{Cost: new(1.0)},
 			goose.Usage{Cost: new(0.5)}},
-		{"cost that went back is 0", goose.Usage{Cost: cost(1)}, goose.Usage{Cost: new(1.5)},
-			goose.Usage{Cost: cost(0)}},
+		{"cost that went back is 0", goose.Usage{Cost: new(1.0)}, goose.Usage{Cost: new(1.5)},
+			goose.Usage{Cost: new(0.0)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.acc.Since(tc.prev); !same(got, tc.want) {

@@ -377,6 +377,7 @@ func (o scriptObserver) Accumulated(id string) goose.Usage {
 func TestScriptBackendContract(t *testing.T) {
 	backendtest.Run(t, backendtest.Harness{
 		Start: func(t testing.TB, script goosetest.Script) (goose.Backend, backendtest.Observer) {
+			t.Helper()
 			b := newScriptBackend(script)
 			t.Cleanup(func() { _ = b.Close() })
 			return b, scriptObserver{b}

@@ -220,8 +220,7 @@ func confirmationHint(ar *goose.ApprovalRequest, args map[string]any) string {
 	for _, k := range keys {
 		v, ok := args[k].(string)
 		if !ok {
-			j, _ := json.Marshal(args[k])
-			v = string(j)
+			v = hintValue(args[k])
 		}
 		if r := []rune(v); len(r) > maxHintValue {
 			v = string(r[:maxHintValue]) + "…"
@@ -230,6 +229,16 @@ func confirmationHint(ar *goose.ApprovalRequest, args map[string]any) string {
 	}
 	b.WriteString("\nReply yes to allow it this once, or no to refuse.")
 	return b.String()
+}
+
+// hintValue shows a non-string argument as JSON, as goose sent it; should
+// that fail (values decoded from JSON encode back), as Go prints it.
+func hintValue(v any) string {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(j)
 }
 
 // toolTitle names a goose tool for people: goose calls extension tools

@@ -3,7 +3,6 @@ package gooseagent_test
 import (
 	"context"
 	"fmt"
-	"log"
 	"strings"
 
 	"google.golang.org/adk/agent"
@@ -21,14 +20,16 @@ import (
 // Goose as the root agent of an ADK Go program. The goose server here is
 // goosetest's fake `goose serve` (echoing the user); for a real one, point
 // acp.Config at `goose serve --host 127.0.0.1 --port 3284` and its
-// GOOSE_SERVER__SECRET_KEY.
+// GOOSE_SERVER__SECRET_KEY. Errors are printed and end the example, so the
+// deferred closes still run (a program would return them).
 func Example() {
 	ctx := context.Background()
 	fake := goosetest.NewServe(nil) // nil: no test to attach to; closed below
 	defer fake.Close()
 	backend, err := acp.New(acp.Config{URL: fake.URL, SecretKey: fake.Secret})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer backend.Close()
 
@@ -40,7 +41,8 @@ func Example() {
 		StartOptions: goose.StartOptions{WorkingDir: "/tmp"},
 	})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	// On shutdown, deny and cancel tool approvals nobody can answer any more.
 	defer control.Close(ctx)
@@ -49,20 +51,24 @@ func Example() {
 	sessions := control.SessionService(session.InMemoryService())
 	r, err := runner.New(runner.Config{AppName: "demo", Agent: root, SessionService: sessions})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	if _, err := sessions.Create(ctx, &session.CreateRequest{AppName: "demo", UserID: "me", SessionID: "s1"}); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 
 	for _, text := range []string{"hello goose", "again"} {
 		msg := genai.NewContentFromText(text, genai.RoleUser)
 		for ev, err := range r.Run(ctx, "me", "s1", msg, agent.RunConfig{StreamingMode: agent.StreamingModeSSE}) {
 			if err != nil {
-				log.Fatal(err)
+				fmt.Println(err)
+				return
 			}
 			if ev.ErrorMessage != "" { // goose failed: ErrorCode says how
-				log.Fatalf("%s: %s", ev.ErrorCode, ev.ErrorMessage)
+				fmt.Printf("%s: %s\n", ev.ErrorCode, ev.ErrorMessage)
+				return
 			}
 			if ev.Partial {
 				fmt.Printf("partial: %q\n", ev.Content.Parts[0].Text)
@@ -75,13 +81,15 @@ func Example() {
 	}
 	got, err := sessions.Get(ctx, &session.GetRequest{AppName: "demo", UserID: "me", SessionID: "s1"})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	id, _ := got.Session.State().Get(gooseagent.SessionIDStateKey("goose"))
 	fmt.Println("goose sessions started:", fake.Calls("session/new"), "- kept in state:", id != nil)
 
 	if err := sessions.Delete(ctx, &session.DeleteRequest{AppName: "demo", UserID: "me", SessionID: "s1"}); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	_, stillThere := fake.Session(fmt.Sprint(id))
 	fmt.Println("goose session deleted with the ADK session:", !stillThere)
@@ -106,7 +114,8 @@ func Example_workflow() {
 	defer fake.Close()
 	backend, err := acp.New(acp.Config{URL: fake.URL, SecretKey: fake.Secret})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer backend.Close()
 
@@ -119,43 +128,51 @@ func Example_workflow() {
 		BeforeAgentCallbacks: []agent.BeforeAgentCallback{announce},
 	})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	coder, coderControl, err := gooseagent.NewWithController(gooseagent.Config{
 		Name: "coder", Backend: backend, StartOptions: goose.StartOptions{WorkingDir: "/tmp"},
 		BeforeAgentCallbacks: []agent.BeforeAgentCallback{announce},
 	})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	root, err := sequentialagent.New(sequentialagent.Config{AgentConfig: agent.Config{
 		Name: "team", SubAgents: []agent.Agent{planner, coder},
 	}})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	sessions := coderControl.SessionService(plannerControl.SessionService(session.InMemoryService()))
 	r, err := runner.New(runner.Config{AppName: "demo", Agent: root, SessionService: sessions})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	if _, err := sessions.Create(ctx, &session.CreateRequest{AppName: "demo", UserID: "me", SessionID: "s1"}); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	for _, text := range []string{"add a flag", "now test it"} {
 		for ev, err := range r.Run(ctx, "me", "s1", genai.NewContentFromText(text, genai.RoleUser), agent.RunConfig{}) {
 			if err != nil {
-				log.Fatal(err)
+				fmt.Println(err)
+				return
 			}
 			if ev.ErrorMessage != "" {
-				log.Fatalf("%s: %s", ev.ErrorCode, ev.ErrorMessage)
+				fmt.Printf("%s: %s\n", ev.ErrorCode, ev.ErrorMessage)
+				return
 			}
 			fmt.Printf("%s: %s\n", ev.Author, ev.Content.Parts[0].Text)
 		}
 	}
 	got, err := sessions.Get(ctx, &session.GetRequest{AppName: "demo", UserID: "me", SessionID: "s1"})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	var keys []string
 	for k := range got.Session.State().All() {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/adk/runner"
 	adka2a "google.golang.org/adk/server/adka2a/v2"
 	"google.golang.org/adk/session"
+	"google.golang.org/genai"
 
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
@@ -307,15 +308,26 @@ func captureUsage(ctx adka2a.ExecutorContext, ev *session.Event, _ *a2a.TaskArti
 		return nil
 	}
 	// A plain map survives the task store's deep copy, a genai struct may not.
-	b, err := json.Marshal(ev.UsageMetadata)
-	if err != nil {
-		return nil
-	}
-	var m map[string]any
-	if json.Unmarshal(b, &m) == nil {
+	// Usage is best effort: should the copy fail (numbers cannot), the event
+	// still goes out and the task keeps the usage captured before, because an
+	// error here would fail the whole task.
+	if m, err := usageMap(ev.UsageMetadata); err == nil {
 		h.usage = m
 	}
 	return nil
+}
+
+// usageMap is u as a JSON object.
+func usageMap(u *genai.GenerateContentResponseUsageMetadata) (map[string]any, error) {
+	b, err := json.Marshal(u)
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode usage: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("failed to decode usage: %w", err)
+	}
+	return m, nil
 }
 
 // attachUsage copies the captured usage onto the final status update, whose

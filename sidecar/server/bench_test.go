@@ -291,6 +291,7 @@ var benchHistory = flag.Int("stream-history", 0,
 
 // seedHistory stores n events spread over n/100 earlier sessions.
 func seedHistory(b *testing.B, svc session.Service, n int) {
+	b.Helper()
 	ctx := b.Context()
 	for i := 0; i < n; i += 100 {
 		cr, err := svc.Create(ctx, &session.CreateRequest{AppName: appName, UserID: "history", SessionID: fmt.Sprint("h", i)})

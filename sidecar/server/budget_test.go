@@ -50,7 +50,8 @@ var monday10 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 func spendScript(started chan<- string, release <-chan struct{}) goosetest.Script {
 	return func(sid, text string) goosetest.Reply {
 		var n int64
-		if _, err := fmt.Sscanf(text[strings.Index(text, "spend"):], "spend %d", &n); err != nil {
+		_, count, found := strings.Cut(text, "spend ")
+		if _, err := fmt.Sscan(count, &n); !found || err != nil {
 			return goosetest.Reply{Steps: []goosetest.Step{{Error: "bad test prompt " + text}}}
 		}
 		if strings.HasPrefix(text, "slow ") {
@@ -86,20 +87,21 @@ func budgeted(file string, clock *fakeClock, pod string) option {
 	}
 }
 
-// spend runs one turn over /run_sse and fails the test unless it ran.
-func (s *sidecar) spend(user, sess string, n int) {
+// spend runs one turn of user "u" over /run_sse and fails the test unless
+// it ran.
+func (s *sidecar) spend(sess string, n int) {
 	s.t.Helper()
-	code, frames := s.runSSE(runBody(user, sess, fmt.Sprintf("spend %d", n), true))
+	code, frames := s.runSSE(runBody("u", sess, fmt.Sprintf("spend %d", n), true))
 	if code != http.StatusOK || len(frames) == 0 || frames[len(frames)-1].Data["errorCode"] != nil {
 		s.t.Fatalf("turn spending %d on %s: %d %v", n, sess, code, frames)
 	}
 }
 
-// refused asserts that path answers a new turn 429 with the budget's JSON
-// reason and the seconds left in the period.
-func (s *sidecar) refused(path, user, sess string, wantRetryAfter string) server.BudgetRefusal {
+// refused asserts that path answers a new turn of user "u" 429 with the
+// budget's JSON reason and the seconds left in the period.
+func (s *sidecar) refused(path, sess string, wantRetryAfter string) server.BudgetRefusal {
 	s.t.Helper()
-	req, _ := http.NewRequestWithContext(s.t.Context(), http.MethodPost, s.URL+path, strings.NewReader(mustJSON(s.t, runBody(user, sess, "spend 1", path == "/run_sse"))))
+	req, _ := http.NewRequestWithContext(s.t.Context(), http.MethodPost, s.URL+path, strings.NewReader(mustJSON(s.t, runBody("u", sess, "spend 1", path == "/run_sse"))))
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.httpc().Do(req)
@@ -119,6 +121,7 @@ func (s *sidecar) refused(path, user, sess string, wantRetryAfter string) server
 }
 
 func mustJSON(t testing.TB, v any) string {
+	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
@@ -159,8 +162,8 @@ func TestBudgetSpentMidConversation(t *testing.T) {
 
 	sc.createSession("u", "talk")
 	sc.createSession("u", "long")
-	sc.spend("u", "talk", 40)
-	sc.spend("u", "talk", 40)
+	sc.spend("talk", 40)
+	sc.spend("talk", 40)
 	if st := sc.stats().Budget; st == nil || st.Used.Total != 80 || st.Exhausted || st.Limits.TotalTokens != 100 ||
 		!st.ResetsAt.Equal(time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("after 80 of 100 tokens: %+v", st)
@@ -178,18 +181,18 @@ func TestBudgetSpentMidConversation(t *testing.T) {
 		t.Fatal("the long turn did not reach goose")
 	}
 
-	sc.spend("u", "talk", 40) // 80 < 100: admitted; it ends at 120
+	sc.spend("talk", 40) // 80 < 100: admitted; it ends at 120
 	st := sc.stats().Budget
 	if st == nil || st.Used.Total != 120 || st.Used.Input != 90 || st.Used.Output != 30 || !st.Exhausted {
 		t.Fatalf("after crossing the budget: %+v", st)
 	}
 	const left = "50400" // 14 h to the end of the day
-	r := sc.refused("/run_sse", "u", "talk", left)
+	r := sc.refused("/run_sse", "talk", left)
 	if !strings.Contains(r.Error, "120 of 100 total tokens used this day") || r.ResetsAt != "2026-11-24T00:00:00Z" ||
 		r.Used.Total != 120 || r.Budget.TotalTokens != 100 || r.Budget.Period != budget.Day {
 		t.Fatalf("refusal: %+v", r)
 	}
-	sc.refused("/run", "u", "talk", left)
+	sc.refused("/run", "talk", left)
 
 	// A2A, through adk-go's remoteagent: the task fails with the same reason.
 	evs := remoteRun(t, sc.URL, "spend 1", agent.StreamingModeSSE)
@@ -247,11 +250,11 @@ func TestBudgetApprovalAnswerPassesWhenSpent(t *testing.T) {
 
 	_, frames := sc.runSSE(runBody("u", "tool", "remove x", true))
 	id := confirmationFrame(t, frames)
-	sc.spend("u", "big", 200)
+	sc.spend("big", 200)
 	// Month of November: 7 days and 14 h left.
-	sc.refused("/run_sse", "u", "tool", "655200")
+	sc.refused("/run_sse", "tool", "655200")
 
-	code, frames := sc.runSSE(answerBody("u", "tool", id, map[string]any{"confirmed": true}))
+	code, frames := sc.runSSE(answerBody("tool", id, map[string]any{"confirmed": true}))
 	if code != http.StatusOK || !strings.Contains(mustJSON(t, frames), "it is gone") {
 		t.Fatalf("answering the held approval: %d %v", code, frames)
 	}
@@ -279,16 +282,16 @@ func TestBudgetRaisedRolledOverAndRestarted(t *testing.T) {
 	clock := &fakeClock{t: monday10}
 	sc := startSidecar(t, backend(), data, budgeted(file, clock, "goose-0"))
 	sc.createSession("u", "s")
-	sc.spend("u", "s", 120)
-	sc.refused("/run_sse", "u", "s", "50400")
+	sc.spend("s", 120)
+	sc.refused("/run_sse", "s", "50400")
 
 	writeBudget(t, file, "Day", 200)
 	waitFor(t, 10*time.Second, "the raised budget to be read", func() bool {
 		st := sc.stats().Budget
 		return st.Limits.TotalTokens == 200 && !st.Exhausted
 	})
-	sc.spend("u", "s", 90) // 210 of 200
-	sc.refused("/run", "u", "s", "50400")
+	sc.spend("s", 90) // 210 of 200
+	sc.refused("/run", "s", "50400")
 
 	// A restart keeps what was spent.
 	sc.stop()
@@ -296,14 +299,14 @@ func TestBudgetRaisedRolledOverAndRestarted(t *testing.T) {
 	if st := sc.stats().Budget; st.Used.Total != 210 || !st.Exhausted {
 		t.Fatalf("after a restart: %+v", st)
 	}
-	sc.refused("/run_sse", "u", "s", "50400")
+	sc.refused("/run_sse", "s", "50400")
 
 	// Tuesday: a new day, a new budget.
 	clock.Set(monday10.Add(24 * time.Hour))
 	if st := sc.stats().Budget; st.Used.Total != 0 || st.Exhausted || !st.PeriodStart.Equal(time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("after the day rolled over: %+v", st)
 	}
-	sc.spend("u", "s", 50)
+	sc.spend("s", 50)
 
 	// The same spend seen by the week (from Monday): 260 of 250.
 	writeBudget(t, file, "Week", 250)
@@ -311,7 +314,7 @@ func TestBudgetRaisedRolledOverAndRestarted(t *testing.T) {
 		st := sc.stats().Budget
 		return st.Limits.Period == budget.Week && st.Used.Total == 260 && st.Exhausted
 	})
-	sc.refused("/run_sse", "u", "s", "482400") // to Monday 2026-11-30 00:00
+	sc.refused("/run_sse", "s", "482400") // to Monday 2026-11-30 00:00
 }
 
 // budgetPods are two sidecars of one agent, each over its own goose, that
@@ -368,19 +371,19 @@ func TestBudgetTwoReplicas(t *testing.T) {
 	for i, sc := range p.pods {
 		sc.createSession("u", fmt.Sprint("s", i))
 	}
-	p.pods[0].spend("u", "s0", 60)
-	p.pods[1].spend("u", "s1", 30)
+	p.pods[0].spend("s0", 60)
+	p.pods[1].spend("s1", 30)
 	for i, sc := range p.pods {
 		waitFor(t, 10*time.Second, fmt.Sprintf("pod %d to count both pods' 90 tokens", i), func() bool {
 			st := sc.stats().Budget
 			return st.Used.Total == 90 && !st.Exhausted && st.PeersUnanswered == 0
 		})
 	}
-	p.pods[1].spend("u", "s1", 30) // 90 < 100: admitted; the agent is at 120
-	p.pods[1].refused("/run_sse", "u", "s1", "50400")
+	p.pods[1].spend("s1", 30) // 90 < 100: admitted; the agent is at 120
+	p.pods[1].refused("/run_sse", "s1", "50400")
 	waitFor(t, 10*time.Second, "pod 0 to learn the budget is spent", func() bool { return p.pods[0].stats().Budget.Exhausted })
 	// Pod 0 itself used only 60 of 100.
-	r := p.pods[0].refused("/run_sse", "u", "s0", "50400")
+	r := p.pods[0].refused("/run_sse", "s0", "50400")
 	if r.Used.Total != 120 {
 		t.Fatalf("pod 0's refusal: %+v", r)
 	}
@@ -393,7 +396,7 @@ func TestBudgetTwoReplicas(t *testing.T) {
 	if st.Used.Total != 120 || !st.Exhausted {
 		t.Fatalf("pod 0 after its restart with its peer down: %+v", st)
 	}
-	p.pods[0].refused("/run", "u", "s0", "50400")
+	p.pods[0].refused("/run", "s0", "50400")
 	waitFor(t, 10*time.Second, "pod 0 to notice its peer does not answer", func() bool {
 		return p.pods[0].stats().Budget.PeersUnanswered == 1
 	})
@@ -401,14 +404,14 @@ func TestBudgetTwoReplicas(t *testing.T) {
 	// A new day, and pod 1 is back with its volume.
 	p.clock.Set(monday10.Add(24 * time.Hour))
 	p.start(1)
-	p.pods[1].spend("u", "s1", 70)
+	p.pods[1].spend("s1", 70)
 	waitFor(t, 10*time.Second, "pod 0 to count pod 1's new day", func() bool {
 		st := p.pods[0].stats().Budget
 		return st.Used.Total == 70 && st.PeersUnanswered == 0
 	})
-	p.pods[0].spend("u", "s0", 40) // 70 < 100: admitted; 110
+	p.pods[0].spend("s0", 40) // 70 < 100: admitted; 110
 	for i, sc := range p.pods {
 		waitFor(t, 10*time.Second, fmt.Sprintf("pod %d to refuse on the new day", i), func() bool { return sc.stats().Budget.Exhausted })
-		sc.refused("/run_sse", "u", fmt.Sprint("s", i), "50400")
+		sc.refused("/run_sse", fmt.Sprint("s", i), "50400")
 	}
 }

@@ -129,9 +129,10 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 
 func approveMode(c *server.Config) { c.StartOptions.Mode = "approve" }
 
-func answerBody(user, sess, id string, response map[string]any) map[string]any {
+// answerBody answers confirmation id in user "u"'s session sess.
+func answerBody(sess, id string, response map[string]any) map[string]any {
 	return map[string]any{
-		"appName": appName, "userId": user, "sessionId": sess, "streaming": true,
+		"appName": appName, "userId": "u", "sessionId": sess, "streaming": true,
 		"newMessage": map[string]any{"role": "user", "parts": []any{map[string]any{"functionResponse": map[string]any{
 			"id": id, "name": "adk_request_confirmation", "response": response,
 		}}}},
@@ -226,9 +227,9 @@ func TestRESTConfirmation(t *testing.T) {
 
 				// The answer, in the web UI's form for the approval (extra
 				// functionCallEventId, JSON in a "response" string).
-				body := answerBody("u", "s", id, map[string]any{"confirmed": false})
+				body := answerBody("s", id, map[string]any{"confirmed": false})
 				if approve {
-					body = answerBody("u", "s", id, map[string]any{"response": `{"confirmed":true}`})
+					body = answerBody("s", id, map[string]any{"response": `{"confirmed":true}`})
 					body["functionCallEventId"] = "ev-1"
 				}
 				code, frames = sc.runSSE(body)
@@ -297,9 +298,9 @@ func TestRESTConfirmationRejectsBadAnswers(t *testing.T) {
 					}
 				}
 			}
-			check("unknown id", answerBody("u", "s", "adk-nope", map[string]any{"confirmed": true}), http.StatusBadRequest, id)
-			check("other session", answerBody("u", "other", id, map[string]any{"confirmed": true}), http.StatusBadRequest, "awaits none")
-			check("no decision", answerBody("u", "s", id, map[string]any{"ok": 1}), http.StatusBadRequest, "confirmed")
+			check("unknown id", answerBody("s", "adk-nope", map[string]any{"confirmed": true}), http.StatusBadRequest, id)
+			check("other session", answerBody("other", id, map[string]any{"confirmed": true}), http.StatusBadRequest, "awaits none")
+			check("no decision", answerBody("s", id, map[string]any{"ok": 1}), http.StatusBadRequest, "confirmed")
 			if _, after := sc.history("u", "s"); len(after) != len(before) {
 				t.Fatalf("rejected answers reached the history: %d -> %d events", len(before), len(after))
 			}
@@ -307,11 +308,11 @@ func TestRESTConfirmationRejectsBadAnswers(t *testing.T) {
 				t.Fatalf("goose was answered: %v", obs.decisions())
 			}
 			// Still pending: a good answer works, then the same id is stale.
-			if code, frames := sc.runSSE(answerBody("u", "s", id, map[string]any{"confirmed": true})); code != 200 ||
+			if code, frames := sc.runSSE(answerBody("s", id, map[string]any{"confirmed": true})); code != 200 ||
 				jpath(frames[len(frames)-1].Data, "content", "parts", 0, "text") != "Done." {
 				t.Fatalf("answer: %d %v", code, frames)
 			}
-			check("stale id", answerBody("u", "s", id, map[string]any{"confirmed": true}), http.StatusConflict, "already answered")
+			check("stale id", answerBody("s", id, map[string]any{"confirmed": true}), http.StatusConflict, "already answered")
 		})
 	}
 }
@@ -339,7 +340,7 @@ func TestConfirmationTimeout(t *testing.T) {
 				msg, _ := jpath(last, "errorMessage").(string)
 				return jpath(last, "errorCode") == gooseagent.ErrorCodeConfirmationTimeout && strings.Contains(msg, "timed out after 300ms")
 			})
-			code, resp := sc.do(http.MethodPost, "/run_sse", answerBody("u", "s", id, map[string]any{"confirmed": true}))
+			code, resp := sc.do(http.MethodPost, "/run_sse", answerBody("s", id, map[string]any{"confirmed": true}))
 			if code != http.StatusConflict || !strings.Contains(string(resp), "timed out") {
 				t.Fatalf("late answer: %d %s", code, resp)
 			}
@@ -368,7 +369,7 @@ func TestTwoSessionsAwaitingConfirmation(t *testing.T) {
 				t.Fatalf("sessions share state: %v %v", goose, ids)
 			}
 			// Each session's id is only valid in its own session.
-			if code, _ := sc.do(http.MethodPost, "/run", answerBody("u", "s1", ids["s2"], map[string]any{"confirmed": true})); code != http.StatusBadRequest {
+			if code, _ := sc.do(http.MethodPost, "/run", answerBody("s1", ids["s2"], map[string]any{"confirmed": true})); code != http.StatusBadRequest {
 				t.Fatalf("cross-session answer: %d", code)
 			}
 			var wg sync.WaitGroup
@@ -376,7 +377,7 @@ func TestTwoSessionsAwaitingConfirmation(t *testing.T) {
 			var mu sync.Mutex
 			for s, ok := range map[string]bool{"s1": false, "s2": true} {
 				wg.Go(func() {
-					_, frames := sc.runSSE(answerBody("u", s, ids[s], map[string]any{"confirmed": ok}))
+					_, frames := sc.runSSE(answerBody(s, ids[s], map[string]any{"confirmed": ok}))
 					for _, f := range frames {
 						if out, ok := jpath(f.Data, "content", "parts", 0, "functionResponse", "response", "output").(string); ok {
 							mu.Lock()
@@ -633,7 +634,7 @@ func TestRESTClientDisconnectCancelsGoose(t *testing.T) {
 				body := runBody("u", "s", "x", true)
 				if phase == "after approval" {
 					_, frames := sc.runSSE(body)
-					body = answerBody("u", "s", confirmationFrame(t, frames), map[string]any{"confirmed": true})
+					body = answerBody("s", confirmationFrame(t, frames), map[string]any{"confirmed": true})
 				}
 				j, _ := json.Marshal(body)
 				ctx, cancel := context.WithCancel(t.Context())

@@ -20,12 +20,12 @@ func cors(next http.Handler, origins []string) http.Handler {
 	if len(allowed) == 0 {
 		return next
 	}
-	any := slices.Contains(allowed, "*")
+	anyOrigin := slices.Contains(allowed, "*")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
-		if origin != "" && (any || slices.Contains(allowed, origin)) {
+		if origin != "" && (anyOrigin || slices.Contains(allowed, origin)) {
 			h := w.Header()
-			if any {
+			if anyOrigin {
 				h.Set("Access-Control-Allow-Origin", "*")
 			} else {
 				h.Set("Access-Control-Allow-Origin", origin)

@@ -40,6 +40,7 @@ var flavours = []flavour{
 	{
 		name: "serve",
 		start: func(t testing.TB, s goosetest.Script) goose.Backend {
+			t.Helper()
 			f := goosetest.NewServe(t, goosetest.WithServeScript(s))
 			c, err := acp.New(acp.Config{URL: f.URL, SecretKey: f.Secret, DialTimeout: 2 * time.Second})
 			if err != nil {
@@ -49,6 +50,7 @@ var flavours = []flavour{
 			return c
 		},
 		down: func(t testing.TB) goose.Backend {
+			t.Helper()
 			c, err := acp.New(acp.Config{URL: "http://" + deadAddr(t), DialTimeout: time.Second})
 			if err != nil {
 				t.Fatal(err)
@@ -60,6 +62,7 @@ var flavours = []flavour{
 	{
 		name: "goosed",
 		start: func(t testing.TB, s goosetest.Script) goose.Backend {
+			t.Helper()
 			f := goosetest.NewGoosed(goosetest.GoosedOptions{Script: s})
 			c, err := rest.New(rest.Config{URL: f.URL, SecretKey: f.SecretKey})
 			if err != nil {
@@ -71,6 +74,7 @@ var flavours = []flavour{
 			return c
 		},
 		down: func(t testing.TB) goose.Backend {
+			t.Helper()
 			c, err := rest.New(rest.Config{URL: "http://" + deadAddr(t)})
 			if err != nil {
 				t.Fatal(err)
@@ -83,6 +87,7 @@ var flavours = []flavour{
 
 // deadAddr is a loopback address nothing listens on.
 func deadAddr(t testing.TB) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func TestRESTConfirmationLostInARestart(t *testing.T) {
 	before.stop()
 
 	after := startSidecar(t, backend(), dir, approveMode)
-	code, resp := after.do(http.MethodPost, "/run_sse", answerBody("u", "s", id, map[string]any{"confirmed": true}))
+	code, resp := after.do(http.MethodPost, "/run_sse", answerBody("s", id, map[string]any{"confirmed": true}))
 	var m map[string]string
 	_ = json.Unmarshal(resp, &m)
 	if code != http.StatusBadRequest || !strings.Contains(m["error"], "restarted") {

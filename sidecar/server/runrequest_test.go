@@ -24,14 +24,14 @@ func TestRunBodyDecodedOnce(t *testing.T) {
 	sc.createSession("u", "s")
 
 	before := server.RunDecodes()
-	sc.spend("u", "s", 60) // /run_sse
+	sc.spend("s", 60) // /run_sse
 	snake := fmt.Sprintf(`{"app_name":%q,"user_id":"u","session_id":"s","new_message":{"parts":[{"text":"spend 60"}]},"invocationId":"i"}`, appName)
 	if code, body := sc.do(http.MethodPost, "/run", snake); code != http.StatusOK {
 		t.Fatalf("/run: %d %s", code, body)
 	}
 	// 120 of 100 tokens: the budget refuses the next ones.
-	sc.refused("/run", "u", "s", "50400")
-	sc.refused("/run_sse", "u", "s", "50400")
+	sc.refused("/run", "s", "50400")
+	sc.refused("/run_sse", "s", "50400")
 	if code, _ := sc.do(http.MethodPost, "/run", `{"appName":`); code != http.StatusBadRequest {
 		t.Fatalf("bad body: %d", code)
 	}

@@ -27,9 +27,10 @@ func openTestSessions(t *testing.T, dir string) session.Service {
 	return svc
 }
 
-func textEvent(author, text string, partial bool) *session.Event {
+// textEvent is an event of goose's model text.
+func textEvent(text string, partial bool) *session.Event {
 	ev := session.NewEventWithContext(context.Background(), "inv-1")
-	ev.Author = author
+	ev.Author = "goose"
 	ev.LLMResponse = model.LLMResponse{Content: genai.NewContentFromText(text, genai.RoleModel), Partial: partial}
 	return ev
 }
@@ -46,7 +47,7 @@ func TestSessionServiceSemantics(t *testing.T) {
 	}
 	sess := cr.Session
 	for i, partial := range []bool{true, false, true, false} {
-		ev := textEvent("goose", fmt.Sprint("t", i), partial)
+		ev := textEvent(fmt.Sprint("t", i), partial)
 		if i == 3 {
 			ev.Actions.StateDelta = map[string]any{"k": "w"}
 		}
@@ -73,10 +74,10 @@ func TestSessionServiceSemantics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.AppendEvent(ctx, got.Session, textEvent("goose", "t4", false)); err != nil {
+	if err := svc.AppendEvent(ctx, got.Session, textEvent("t4", false)); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.AppendEvent(ctx, old.Session, textEvent("goose", "t5", false)); err == nil || !strings.Contains(err.Error(), "stale session") {
+	if err := svc.AppendEvent(ctx, old.Session, textEvent("t5", false)); err == nil || !strings.Contains(err.Error(), "stale session") {
 		t.Fatalf("append to stale session: %v", err)
 	}
 	list, err := svc.List(ctx, &session.ListRequest{AppName: "a"})
@@ -118,7 +119,7 @@ func TestSessionServiceConcurrentWrites(t *testing.T) {
 					errs <- err
 					return
 				}
-				if err := svc.AppendEvent(ctx, cr.Session, textEvent("goose", fmt.Sprint(j), false)); err != nil {
+				if err := svc.AppendEvent(ctx, cr.Session, textEvent(fmt.Sprint(j), false)); err != nil {
 					errs <- err
 					return
 				}

@@ -72,7 +72,7 @@ func killHelper(dir string) {
 		fail(err)
 	}
 	for i := range 50 {
-		ev := textEvent("goose", fmt.Sprint(i), false)
+		ev := textEvent(fmt.Sprint(i), false)
 		ev.Actions.StateDelta = map[string]any{"n": i}
 		if err := svc.AppendEvent(ctx, cr.Session, ev); err != nil {
 			fail(err)

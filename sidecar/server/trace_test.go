@@ -132,7 +132,7 @@ func TestTraceOfATurnWithApproval(t *testing.T) {
 	first, second := "b7ad6b7169203331", "00f067aa0ba902b7"
 	frames := sc.runSSEWith(runBody("u", "traced", "remove x", true), "00-"+traceID+"-"+first+"-01")
 	id := confirmationFrame(t, frames)
-	frames = sc.runSSEWith(answerBody("u", "traced", id, map[string]any{"confirmed": true}), "00-"+traceID+"-"+second+"-01")
+	frames = sc.runSSEWith(answerBody("traced", id, map[string]any{"confirmed": true}), "00-"+traceID+"-"+second+"-01")
 	if !strings.Contains(mustJSON(t, frames), "it is gone") {
 		t.Fatalf("answer: %v", frames)
 	}

@@ -24,6 +24,7 @@ import (
 // directory, "ls" lists it, "pwd" prints it. So a test sees what goose's
 // tools would see, through the real sidecar and ACP client.
 func shellGoose(t *testing.T) *goosetest.Serve {
+	t.Helper()
 	var f *goosetest.Serve
 	f = goosetest.NewServe(t, goosetest.WithServeScript(func(sid, text string) goosetest.Reply {
 		ss, _ := f.Session(sid)

@@ -124,7 +124,7 @@ func TestHelmDefault(t *testing.T) {
 	if bad := restricted(d); len(bad) > 0 {
 		t.Errorf("manager Deployment violates the restricted Pod Security Standard: %v", bad)
 	}
-	mustApplyDryRun(t, testenv.Shared(t), append([]object{namespace(helmNS)}, objs...))
+	mustApplyDryRun(t, testenv.Shared(t), append([]object{namespace()}, objs...))
 }
 
 // TestHelmAllOptions: a values file that sets every option renders each of
@@ -183,7 +183,7 @@ func TestHelmAllOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := testenv.Shared(t)
-	mustApplyDryRun(t, env, append([]object{namespace(helmNS)}, append(parse(t, crd), objs...)...))
+	mustApplyDryRun(t, env, append([]object{namespace()}, append(parse(t, crd), objs...)...))
 }
 
 // TestHelmMetricsVariants: plain-HTTP and disabled metrics change the
@@ -283,7 +283,7 @@ func TestChecksCanFail(t *testing.T) {
 
 	invalid := d.DeepCopy()
 	invalid.Spec.Template.Spec.Containers[0].Name = "Not_A_DNS_Label"
-	if _, err := applyDryRun(t, env, []object{namespace(helmNS), toObject(t, invalid)}); err == nil {
+	if _, err := applyDryRun(t, env, []object{namespace(), toObject(t, invalid)}); err == nil {
 		t.Error("an invalid container name passed the server-side dry run")
 	}
 
@@ -295,7 +295,7 @@ func TestChecksCanFail(t *testing.T) {
 	if len(restricted(priv)) == 0 {
 		t.Error("a privileged container passed the restricted check")
 	}
-	stderr, err := applyDryRun(t, env, []object{namespace(helmNS), toObject(t, priv)})
+	stderr, err := applyDryRun(t, env, []object{namespace(), toObject(t, priv)})
 	if err != nil {
 		t.Fatal(err)
 	}

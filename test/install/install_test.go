@@ -99,6 +99,7 @@ func mustRun(t *testing.T, name string, args ...string) []byte {
 }
 
 func kustomizeBuild(t *testing.T) []byte {
+	t.Helper()
 	return mustRun(t, tool(t, "kustomize"), "build", "config/default")
 }
 
@@ -237,9 +238,9 @@ func mustApplyDryRun(t *testing.T, env *testenv.Env, objs []object) {
 	}
 }
 
-// namespace is the release namespace Helm expects to exist, labelled like
-// config/manager's so PodSecurity checks the Deployment.
-func namespace(name string) object {
+// namespace is the release namespace (helmNS) Helm expects to exist,
+// labelled like config/manager's so PodSecurity checks the Deployment.
+func namespace() object {
 	raw := []byte(fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
@@ -247,7 +248,7 @@ metadata:
   labels:
     pod-security.kubernetes.io/enforce: restricted
     pod-security.kubernetes.io/warn: restricted
-`, name))
+`, helmNS))
 	u := &unstructured.Unstructured{}
 	_ = yaml.Unmarshal(raw, &u.Object) // a constant document
 	return object{raw: raw, u: u}

@@ -274,8 +274,7 @@ func (cn *conn) lostErr() error {
 // returns the work that answers each; notifications are routed by the
 // transport (wsConn.read).
 func (cn *conn) handle(method string, params json.RawMessage) func(context.Context) (any, *acpsdk.RequestError) {
-	switch method {
-	case methodRequestPermission:
+	if method == methodRequestPermission {
 		return cn.c.acceptPermission(cn, params)
 	}
 	// We advertise no fs/terminal capabilities, so goose sends nothing else

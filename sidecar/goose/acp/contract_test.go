@@ -12,6 +12,7 @@ import (
 var contractHarness = backendtest.Harness{
 	Remote: &backendtest.Remote{
 		Serve: func(t testing.TB, script goosetest.Script) (string, string, backendtest.Observer) {
+			t.Helper()
 			srv := goosetest.NewServe(t, goosetest.WithServeScript(script))
 			return srv.URL, srv.Secret, backendtest.ServeObserver(srv)
 		},

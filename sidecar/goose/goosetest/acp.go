@@ -142,6 +142,8 @@ type serveHistory struct {
 
 // NewServe starts a fake goose serve. With a non-nil t it is closed by
 // t.Cleanup.
+//
+//nolint:thelper // t may be nil (programs without a test pass nil) and only registers Cleanup: nothing is reported through it, so Helper would change nothing.
 func NewServe(t testing.TB, opts ...ServeOption) *Serve {
 	s := &Serve{
 		Secret:      acpRandomHex(16),

@@ -14,6 +14,7 @@ func contractHarness(version goosetest.GoosedVersion) backendtest.Harness {
 	return backendtest.Harness{
 		Remote: &backendtest.Remote{
 			Serve: func(t testing.TB, script goosetest.Script) (string, string, backendtest.Observer) {
+				t.Helper()
 				// A short heartbeat interleaves Ping frames with the reply.
 				fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script, Version: version, PingInterval: 50 * time.Millisecond})
 				t.Cleanup(fake.Close)

@@ -29,6 +29,7 @@ func TestDecoderFrames(t *testing.T) {
 			frames: []string{`{"type":"Message","message":{"id":"m","role":"assistant","created":1,"content":[{"type":"systemNotification","notificationType":"progressMessage","msg":"compacting"},{"type":"systemNotification","notificationType":"inlineMessage","msg":"fyi"}],"metadata":{"userVisible":true,"agentVisible":false}},"token_state":` + ts0 + `}`},
 			want:   "Notification,Notification",
 			check: func(t *testing.T, evs []goose.Event) {
+				t.Helper()
 				a, b := evs[0].(*goose.Notification), evs[1].(*goose.Notification)
 				if a.Kind != "progress" || a.Message != "compacting" || b.Kind != "notice" || b.Message != "fyi" {
 					t.Errorf("%+v %+v", a, b)
@@ -43,6 +44,7 @@ func TestDecoderFrames(t *testing.T) {
 			},
 			want: "ToolRequest,ToolResponse,ToolResponse",
 			check: func(t *testing.T, evs []goose.Event) {
+				t.Helper()
 				if r := evs[1].(*goose.ToolResponse); !r.IsError || r.Text != "no such tool" {
 					t.Errorf("%+v", r)
 				}

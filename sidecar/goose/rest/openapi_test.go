@@ -77,7 +77,7 @@ type validatingTransport struct {
 	frames   map[string]int // MessageEvent type → count
 }
 
-func (v *validatingTransport) problem(format string, args ...any) {
+func (v *validatingTransport) problemf(format string, args ...any) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.problems = append(v.problems, fmt.Sprintf(format, args...))
@@ -92,7 +92,7 @@ func (v *validatingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	}
 	route, params, err := v.router.FindRoute(req)
 	if err != nil {
-		v.problem("%s %s: no route in spec: %v", req.Method, req.URL.Path, err)
+		v.problemf("%s %s: no route in spec: %v", req.Method, req.URL.Path, err)
 		return v.next.RoundTrip(req)
 	}
 	in := &openapi3filter.RequestValidationInput{
@@ -100,7 +100,7 @@ func (v *validatingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
 	}
 	if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
-		v.problem("request %s %s %s: %v", req.Method, req.URL.Path, body, err)
+		v.problemf("request %s %s %s: %v", req.Method, req.URL.Path, body, err)
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	resp, err := v.next.RoundTrip(req)
@@ -124,7 +124,7 @@ func (v *validatingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		out.SetBodyBytes(rb)
 	}
 	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
-		v.problem("response %s %s %d: %v", req.Method, req.URL.Path, resp.StatusCode, err)
+		v.problemf("response %s %s %d: %v", req.Method, req.URL.Path, resp.StatusCode, err)
 	}
 	return resp, nil
 }
@@ -149,16 +149,16 @@ func (f *frameValidator) Read(p []byte) (int, error) {
 		f.buf = f.buf[i+2:]
 		data, ok := bytes.CutPrefix(frame, []byte("data: "))
 		if !ok || bytes.Contains(data, []byte("\n")) {
-			f.v.problem("frame is not one data line: %q", frame)
+			f.v.problemf("frame is not one data line: %q", frame)
 			continue
 		}
 		var val any
 		if err := json.Unmarshal(data, &val); err != nil {
-			f.v.problem("frame is not JSON: %q", data)
+			f.v.problemf("frame is not JSON: %q", data)
 			continue
 		}
 		if err := f.schema.VisitJSON(val); err != nil {
-			f.v.problem("MessageEvent %s: %v", data, err)
+			f.v.problemf("MessageEvent %s: %v", data, err)
 		}
 		typ, _ := val.(map[string]any)["type"].(string)
 		f.v.mu.Lock()

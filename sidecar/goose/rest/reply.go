@@ -56,7 +56,12 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 			}
 		}
 
-		payload, err := json.Marshal(chatRequest{UserMessage: userMessage(msg.Text, time.Now()), SessionID: sessionID})
+		um, err := userMessage(msg.Text, time.Now())
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		payload, err := json.Marshal(chatRequest{UserMessage: um, SessionID: sessionID})
 		if err != nil {
 			yield(nil, fmt.Errorf("failed to encode reply request: %w", err))
 			return
@@ -139,12 +144,15 @@ func earlyError(ae *goose.AgentError) error {
 
 // userMessage builds the user Message goosed requires: role, created (unix
 // seconds), content and both metadata flags (reference §3 "Message").
-func userMessage(text string, now time.Time) wireMessage {
-	content, _ := json.Marshal(wireTextContent{Type: "text", Text: text})
+func userMessage(text string, now time.Time) (wireMessage, error) {
+	content, err := json.Marshal(wireTextContent{Type: "text", Text: text})
+	if err != nil {
+		return wireMessage{}, fmt.Errorf("failed to encode user message: %w", err)
+	}
 	return wireMessage{
 		Role:     "user",
 		Created:  now.Unix(),
 		Content:  []json.RawMessage{content},
 		Metadata: wireMetadata{UserVisible: true, AgentVisible: true},
-	}
+	}, nil
 }

@@ -88,9 +88,10 @@ func openService(t *testing.T) (session.Service, *sql.DB, *queryLog) {
 	return svc, db, log
 }
 
-func create(t *testing.T, svc session.Service, app, user, id string) session.Session {
+// create creates session "s" of user "u" in app "app".
+func create(t *testing.T, svc session.Service) session.Session {
 	t.Helper()
-	resp, err := svc.Create(t.Context(), &session.CreateRequest{AppName: app, UserID: user, SessionID: id})
+	resp, err := svc.Create(t.Context(), &session.CreateRequest{AppName: "app", UserID: "u", SessionID: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func textEvent(author, text string, at time.Time) *session.Event {
 // own.
 func TestEventsIndexServesGet(t *testing.T) {
 	svc, db, log := openService(t)
-	s := create(t, svc, "app", "u", "s")
+	s := create(t, svc)
 	if err := svc.AppendEvent(t.Context(), s, textEvent("user", "hi", time.Now())); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestMigrateAgain(t *testing.T) {
 // SessionExists reads the sessions table adk-go writes.
 func TestSessionExists(t *testing.T) {
 	svc, db, _ := openService(t)
-	create(t, svc, "app", "u", "s")
+	create(t, svc)
 	for _, c := range []struct {
 		app, user, id string
 		want          bool
@@ -238,7 +239,7 @@ func TestSessionExists(t *testing.T) {
 // Event timestamps are stored in whole microseconds.
 func TestStoredTime(t *testing.T) {
 	svc, _, _ := openService(t)
-	s := create(t, svc, "app", "u", "s")
+	s := create(t, svc)
 	at := time.Date(2026, 5, 1, 10, 0, 0, 123456789, time.UTC)
 	if err := svc.AppendEvent(t.Context(), s, textEvent("user", "hi", at)); err != nil {
 		t.Fatal(err)
@@ -259,7 +260,7 @@ func TestStoredTime(t *testing.T) {
 func TestStaleSessionRule(t *testing.T) {
 	svc, _, _ := openService(t)
 	asked := time.Now().Add(-time.Minute)
-	s := create(t, svc, "app", "u", "s")
+	s := create(t, svc)
 	if err := svc.AppendEvent(t.Context(), s, textEvent("agent", "may I?", asked)); err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +374,7 @@ func TestNewFunctionCallID(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := session.InMemoryService()
-	s := create(t, svc, "app", "u", "s")
+	s := create(t, svc)
 	// An earlier call and its answer with an id the sidecar made.
 	ours := adkcompat.NewFunctionCallID()
 	for _, c := range []*genai.Content{

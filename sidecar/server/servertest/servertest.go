@@ -32,7 +32,7 @@ type Sidecar struct {
 // working dir /tmp, SSEWriteTimeout a minute and the logger discards.
 func Start(t testing.TB, cfg server.Config) *Sidecar {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("failed to listen: %v", err)
 	}
