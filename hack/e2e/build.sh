@@ -8,7 +8,7 @@
 #   bin/e2e/containerd/      containerd, containerd-shim-runc-v2, ctr: a link to containerd-<version>/
 #                            (hack/e2e/containerd pins the version; built once per version)
 #   bin/e2e/addons/          coredns, local-path-provisioner (hack/e2e/coredns, hack/e2e/local-path; built once)
-#   bin/e2e/                 goose (stand-in), client, pause: rebuilt on every run (cheap)
+#   bin/e2e/                 goose (stand-in), client, mcp-server, pause: rebuilt on every run (cheap)
 #   bin/e2e/images/          OCI archives of every image (hack/e2e/images), rebuilt on every run
 #
 # kube-apiserver, etcd and kubectl come from hack/setup-envtest.sh. Progress
@@ -51,6 +51,6 @@ build "$out/addons/coredns" hack/e2e/coredns .
 build "$out/addons/local-path-provisioner" hack/e2e/local-path github.com/rancher/local-path-provisioner
 
 # Per run: these follow the repository's code.
-(cd "$root" && go build -trimpath -o "$out/goose" ./test/e2e/cmd/goose && go build -trimpath -o "$out/client" ./test/e2e/cmd/client) >&2
+(cd "$root" && for c in goose client mcp-server; do go build -trimpath -o "$out/$c" "./test/e2e/cmd/$c" || exit 1; done) >&2
 (cd "$root/hack/e2e/images" && go build -trimpath -o "$out/pause" ./pause && go build -trimpath -o "$out/images-tool" .) >&2
 echo "$out"
