@@ -60,6 +60,26 @@ func extensionResults(t *testing.T, res map[string]any) []ExtensionResult {
 	return out
 }
 
+// initializedClient dials s with its secret and initializes the connection.
+func initializedClient(t *testing.T, s *Serve) *rawClient {
+	t.Helper()
+	c, _, err := dialServe(t, s, http.Header{"X-Secret-Key": {s.Secret}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.initialize(false)
+	return c
+}
+
+// call sends one request with params and returns its response.
+func (c *rawClient) call(id int, method string, params map[string]any) map[string]any {
+	c.t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	c.send(string(b))
+	_, res := c.recvUntilResponse(float64(id))
+	return res
+}
+
 // TestServeExtensionsFollowTheSession: the extensions start at session/new
 // and again at session/load (in the cwd each names), their results are in
 // both answers' _meta, and session/delete stops them.
@@ -71,22 +91,15 @@ func TestServeExtensionsFollowTheSession(t *testing.T) {
 	}}
 	s := NewServe(nil, WithServeExtensions(ext))
 	defer s.Close()
-	c, _, err := dialServe(t, s, http.Header{"X-Secret-Key": {s.Secret}}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.initialize(false)
-	cwd := t.TempDir()
-	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":` + jsonString(cwd) + `,"mcpServers":[]}}`)
-	_, res := c.recvUntilResponse(2)
+	c := initializedClient(t, s)
+	cwd, other := t.TempDir(), t.TempDir()
+	res := c.call(2, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
 	sid := res["result"].(map[string]any)["sessionId"].(string)
 	if got := extensionResults(t, res); !reflect.DeepEqual(got, ext.results) {
 		t.Errorf("session/new extensionResults %+v, want %+v", got, ext.results)
 	}
 
-	other := t.TempDir()
-	c.send(`{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"` + sid + `","cwd":` + jsonString(other) + `,"mcpServers":[]}}`)
-	_, res = c.recvUntilResponse(3)
+	res = c.call(3, "session/load", map[string]any{"sessionId": sid, "cwd": other, "mcpServers": []any{}})
 	if got := extensionResults(t, res); !reflect.DeepEqual(got, ext.results) {
 		t.Errorf("session/load extensionResults %+v, want %+v", got, ext.results)
 	}
@@ -94,8 +107,7 @@ func TestServeExtensionsFollowTheSession(t *testing.T) {
 		t.Errorf("after new and load: activated %v, released %v", act, rel)
 	}
 
-	c.send(`{"jsonrpc":"2.0","id":4,"method":"session/delete","params":{"sessionId":"` + sid + `"}}`)
-	if _, res := c.recvUntilResponse(4); res["error"] != nil {
+	if res := c.call(4, "session/delete", map[string]any{"sessionId": sid}); res["error"] != nil {
 		t.Fatalf("session/delete: %v", res)
 	}
 	if _, rel := ext.calls(); !reflect.DeepEqual(rel, []string{sid}) {
@@ -110,20 +122,14 @@ func TestServeWithoutExtensions(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	s := NewServe(nil)
 	defer s.Close()
-	c, _, err := dialServe(t, s, http.Header{"X-Secret-Key": {s.Secret}}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.initialize(false)
+	c := initializedClient(t, s)
 	cwd := t.TempDir()
-	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":` + jsonString(cwd) + `,"mcpServers":[]}}`)
-	_, res := c.recvUntilResponse(2)
+	res := c.call(2, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
 	sid := res["result"].(map[string]any)["sessionId"].(string)
 	if got := extensionResults(t, res); len(got) != 0 {
 		t.Errorf("session/new extensionResults %+v, want []", got)
 	}
-	c.send(`{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"` + sid + `","cwd":` + jsonString(cwd) + `,"mcpServers":[]}}`)
-	_, res = c.recvUntilResponse(3)
+	res = c.call(3, "session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}})
 	if got := extensionResults(t, res); len(got) != 0 {
 		t.Errorf("session/load extensionResults %+v, want []", got)
 	}
