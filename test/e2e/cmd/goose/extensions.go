@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,14 @@ type runningExtension struct {
 	session *mcp.ClientSession
 	tools   []*mcp.Tool
 	timeout time.Duration
+	stop    context.CancelFunc // kills the process
+}
+
+// close ends the MCP session (closing the server's stdin, then signals, as
+// the MCP stdio transport says) and makes sure the process is gone.
+func (e *runningExtension) close() {
+	_ = e.session.Close()
+	e.stop()
 }
 
 // extensionHost implements goosetest.ServeExtensions.
@@ -121,9 +130,7 @@ func loadExtensions(paths []string) (map[string]extensionConfig, error) {
 			if merged[key] == nil {
 				merged[key] = map[string]any{}
 			}
-			for f, v := range fields {
-				merged[key][f] = v
-			}
+			maps.Copy(merged[key], fields)
 		}
 	}
 	out := map[string]extensionConfig{}
@@ -188,7 +195,7 @@ func (h *extensionHost) Release(sessionID string) {
 	delete(h.sessions, sessionID)
 	h.mu.Unlock()
 	for _, ext := range running {
-		_ = ext.session.Close()
+		ext.close()
 	}
 }
 
@@ -214,9 +221,9 @@ func (h *extensionHost) startStdio(c extensionConfig, sessionID, workingDir stri
 	if c.Timeout != nil && *c.Timeout > 0 {
 		timeout = time.Duration(*c.Timeout) * time.Second
 	}
-	env := map[string]string{}
-	for k, v := range c.Envs {
-		env[k] = v
+	env := maps.Clone(c.Envs)
+	if env == nil {
+		env = map[string]string{}
 	}
 	// env_keys are secrets goose reads from its own environment first.
 	for _, k := range c.EnvKeys {
@@ -236,7 +243,10 @@ func (h *extensionHost) startStdio(c extensionConfig, sessionID, workingDir stri
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path, c.Args...)
+	// The process lives as long as the session's extension; the context
+	// kills it should closing its MCP session not end it.
+	procCtx, stop := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(procCtx, path, c.Args...)
 	cmd.Env = os.Environ()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -253,20 +263,18 @@ func (h *extensionHost) startStdio(c extensionConfig, sessionID, workingDir stri
 	defer cancel()
 	session, err := h.client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
-		if cmd.Process != nil {
-			_ = cmd.Process.Kill()
-		}
+		stop()
 		return nil, fmt.Errorf("failed to initialize MCP server %s: %w (stderr: %q)", path, err, stderr.String())
 	}
-	var tools []*mcp.Tool
+	ext := &runningExtension{key: nameToKey(c.Name), session: session, stop: stop, timeout: timeout}
 	for t, err := range session.Tools(ctx, nil) {
 		if err != nil {
-			_ = session.Close()
+			ext.close()
 			return nil, fmt.Errorf("failed to list the tools of %s: %w", path, err)
 		}
-		tools = append(tools, t)
+		ext.tools = append(ext.tools, t)
 	}
-	return &runningExtension{key: nameToKey(c.Name), session: session, tools: tools, timeout: timeout}, nil
+	return ext, nil
 }
 
 // searchPath is goose's SearchPaths: ~/.local/bin and /usr/local/bin, with

@@ -16,10 +16,17 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := mcpserver.New().Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e-mcp-server:", err)
 		os.Exit(1)
 	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := mcpserver.New().Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
 }
