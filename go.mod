@@ -6,10 +6,17 @@ require (
 	github.com/a2aproject/a2a-go/v2 v2.3.1
 	github.com/glebarez/go-sqlite v1.21.1
 	github.com/glebarez/sqlite v1.8.0
+	github.com/modelcontextprotocol/go-sdk v1.4.1
 	github.com/prometheus/client_golang v1.24.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/adk v1.7.0
 	google.golang.org/genai v1.57.0
+)
+
+require (
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 )
 
 require (

@@ -5,8 +5,10 @@
 #   bin/e2e/k8s-<version>/   kubelet, kube-proxy, kube-scheduler, kube-controller-manager
 #                            (hack/envtest/kube-apiserver pins k8s.io/kubernetes; built once)
 #   bin/e2e/cni/             bridge, host-local, loopback (hack/e2e/cni; built once)
+#   bin/e2e/containerd/      containerd, containerd-shim-runc-v2, ctr: a link to containerd-<version>/
+#                            (hack/e2e/containerd pins the version; built once per version)
 #   bin/e2e/addons/          coredns, local-path-provisioner (hack/e2e/coredns, hack/e2e/local-path; built once)
-#   bin/e2e/                 goose (stand-in), client, pause: rebuilt on every run (cheap)
+#   bin/e2e/                 goose (stand-in), client, mcp-server, pause: rebuilt on every run (cheap)
 #   bin/e2e/images/          OCI archives of every image (hack/e2e/images), rebuilt on every run
 #
 # kube-apiserver, etcd and kubectl come from hack/setup-envtest.sh. Progress
@@ -37,10 +39,18 @@ done
 for p in main/bridge ipam/host-local main/loopback; do
   build "$out/cni/$(basename "$p")" hack/e2e/cni "github.com/containernetworking/plugins/plugins/$p"
 done
+# containerd without the snapshotters that need cgo or host tools; the
+# version stamp is what the kubelet and `ctr version` report.
+ctrd_version=$(cd "$root/hack/e2e/containerd" && go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
+ctrd_flags=(-tags "no_btrfs no_devmapper no_zfs" -ldflags "-X github.com/containerd/containerd/v2/version.Version=$ctrd_version")
+for c in containerd containerd-shim-runc-v2 ctr; do
+  build "$out/containerd-$ctrd_version/$c" hack/e2e/containerd "github.com/containerd/containerd/v2/cmd/$c" "${ctrd_flags[@]}"
+done
+ln -sfn "containerd-$ctrd_version" "$out/containerd"
 build "$out/addons/coredns" hack/e2e/coredns .
 build "$out/addons/local-path-provisioner" hack/e2e/local-path github.com/rancher/local-path-provisioner
 
 # Per run: these follow the repository's code.
-(cd "$root" && go build -trimpath -o "$out/goose" ./test/e2e/cmd/goose && go build -trimpath -o "$out/client" ./test/e2e/cmd/client) >&2
+(cd "$root" && for c in goose client mcp-server; do go build -trimpath -o "$out/$c" "./test/e2e/cmd/$c" || exit 1; done) >&2
 (cd "$root/hack/e2e/images" && go build -trimpath -o "$out/pause" ./pause && go build -trimpath -o "$out/images-tool" .) >&2
 echo "$out"

@@ -5,13 +5,17 @@
 #   hack/e2e/cluster.sh up     start it; prints the kubeconfig's path on stdout
 #   hack/e2e/cluster.sh down   stop it and undo every change it made to the host
 #
-# What `up` touches (and `down` undoes): Debian packages containerd, runc,
-# iptables, conntrack and busybox-static (installed when missing, left
-# installed); processes it starts (by PID, from $run/pids); $state and $run;
+# The container runtime is containerd 2.x built from Go module sources
+# (hack/e2e/build.sh): spec.runtimes are image volumes, which need
+# containerd 2.1 or later, and Debian ships 1.6.
+#
+# What `up` touches (and `down` undoes): Debian packages runc, iptables,
+# conntrack and busybox-static (installed when missing, left installed);
+# processes it starts (by PID, from $run/pids); $state and $run;
 # the bridge goose-e2e0; KUBE-* and CNI-* iptables chains; the cgroup
 # /goose-e2e in every hierarchy; mounts under $state and $run (pod network
 # namespaces included: netns_mounts_under_state_dir);
-# /run/containerd/s (containerd 1.6 puts its shim sockets there) when it did
+# /run/containerd/s (containerd puts its shim sockets there) when it did
 # not exist; /var/log/containers links into $state; net.ipv4.ip_forward and
 # net.bridge.bridge-nf-call-iptables (restored).
 #
@@ -156,7 +160,7 @@ down() (
 
 install_packages() {
   local need=()
-  for p in containerd runc iptables conntrack busybox-static; do
+  for p in runc iptables conntrack busybox-static; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   ((${#need[@]} == 0)) && return 0
@@ -256,30 +260,39 @@ up() {
   cat /sys/fs/cgroup/cpuset/cpuset.mems >"/sys/fs/cgroup/cpuset/$cgroup/cpuset.mems"
 
   # containerd: own paths; restrict_oom_score_adj because root here lacks
-  # CAP_SYS_RESOURCE (no negative oom_score_adj); runc with cgroupfs.
+  # CAP_SYS_RESOURCE (no negative oom_score_adj); runc with cgroupfs, started
+  # by our shim (not Debian's, which may be on PATH); no NRI socket and no CDI
+  # directories, which live at fixed host paths.
+  local ctrd=$e2e/containerd
   cat >"$state/containerd.toml" <<EOF
-version = 2
+version = 4
 root = "$state/containerd"
 state = "$run/containerd"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
+disabled_plugins = ["io.containerd.nri.v1.nri"]
+# Version 4 configures each server on its own; ttrpc (the shims' events)
+# would otherwise listen at the fixed default address.
+[plugins.'io.containerd.server.v1.grpc']
   address = "$run/containerd/containerd.sock"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$state/containerd-opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "e2e.local/pause:1"
+[plugins.'io.containerd.server.v1.ttrpc']
+  address = "$run/containerd/containerd.sock.ttrpc"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "e2e.local/pause:1"
+[plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  cdi_spec_dirs = []
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      runtime_path = "$ctrd/containerd-shim-runc-v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "$run/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$e2e/cni"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["$e2e/cni"]
     conf_dir = "$state/cni/net.d"
 EOF
   cat >"$state/cni/net.d/10-goose-e2e.conflist" <<EOF
@@ -296,8 +309,8 @@ EOF
   }]
 }
 EOF
-  start containerd containerd --config "$state/containerd.toml"
-  wait_for containerd 30 ctr -a "$run/containerd/containerd.sock" version
+  start containerd "$ctrd/containerd" --config "$state/containerd.toml"
+  wait_for containerd 30 "$ctrd/ctr" -a "$run/containerd/containerd.sock" version
 
   log "building and importing images"
   # Image references as a user's install names them: dist/install.yaml for the
@@ -311,7 +324,7 @@ EOF
     -out "$e2e/images" -manager-ref "$IMG_MANAGER" -adk2goose-ref "$IMG_SIDECAR" \
     -goose-refs "$GOOSE_IMAGES" -goosed-refs "$GOOSED_IMAGES" >"$state/logs/images.log"
   for f in "$e2e"/images/*.tar; do
-    ctr -a "$run/containerd/containerd.sock" -n k8s.io image import "$f" >>"$state/logs/images.log"
+    "$ctrd/ctr" -a "$run/containerd/containerd.sock" -n k8s.io image import "$f" >>"$state/logs/images.log"
   done
 
   start etcd "$envtest/etcd" --data-dir "$state/etcd" --unsafe-no-fsync \

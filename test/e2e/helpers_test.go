@@ -291,10 +291,18 @@ spec:
 
 // turn is one chat turn's result as the client pod printed it.
 type turn struct {
-	Text             string `json:"text"`
-	PromptTokens     int64  `json:"promptTokens"`
-	CandidatesTokens int64  `json:"candidatesTokens"`
-	TotalTokens      int64  `json:"totalTokens"`
+	Text             string     `json:"text"`
+	Tools            []toolCall `json:"tools"`
+	PromptTokens     int64      `json:"promptTokens"`
+	CandidatesTokens int64      `json:"candidatesTokens"`
+	TotalTokens      int64      `json:"totalTokens"`
+}
+
+// toolCall is one tool the agent ran in a REST turn.
+type toolCall struct {
+	Name   string `json:"name"`
+	Output string `json:"output"`
+	Error  string `json:"error"`
 }
 
 // gooseSession is the goose session id the stand-in names in its reply.

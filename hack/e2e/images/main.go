@@ -44,6 +44,7 @@ const (
 	LocalPathRef = "e2e.local/local-path-provisioner:1"
 	ShellRef     = "e2e.local/shell:1"
 	ClientRef    = "e2e.local/client:1"
+	RuntimeRef   = "e2e.local/mcp-runtime:1"
 )
 
 // entry is one file, directory or symlink in an image's layer.
@@ -76,7 +77,7 @@ func main() {
 func run() error {
 	dockerfile := flag.String("dockerfile", "Dockerfile", "the Dockerfile whose manager and adk2goose targets to reproduce")
 	bin := flag.String("bin", "bin", "directory holding `make build`'s manager and adk2goose")
-	e2eBin := flag.String("e2e-bin", "bin/e2e", "directory holding goose, client and pause")
+	e2eBin := flag.String("e2e-bin", "bin/e2e", "directory holding goose, client, mcp-server and pause")
 	addons := flag.String("addons", "bin/e2e/addons", "directory holding coredns and local-path-provisioner")
 	busybox := flag.String("busybox", "/bin/busybox", "a static busybox (Debian's busybox-static) for the images that need a shell")
 	out := flag.String("out", "bin/e2e/images", "directory for the OCI archives")
@@ -139,6 +140,10 @@ func run() error {
 		image{name: "shell", ref: ShellRef, entries: append(slices.Clone(shell), root...), entrypoint: []string{"/bin/sh"}},
 		image{name: "client", ref: ClientRef, entries: append(slices.Clone(shell), append(slices.Clone(root), entry{path: "usr/local/bin/client", src: e2e("client"), mode: 0o755})...),
 			user: "65532:65532", entrypoint: []string{"/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"}},
+		// A spec.runtimes image laid out like the node image (usr/local/bin),
+		// its command the e2e stdio MCP server.
+		image{name: "mcp-runtime", ref: RuntimeRef, entries: []entry{{path: "usr/local/bin/e2e-mcp-server", src: e2e("mcp-server"), mode: 0o755}},
+			entrypoint: []string{"/usr/local/bin/e2e-mcp-server"}},
 	)
 
 	if err := os.MkdirAll(*out, 0o755); err != nil {

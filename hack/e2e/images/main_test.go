@@ -84,6 +84,13 @@ func TestManifestsNameTheseImages(t *testing.T) {
 	if !strings.Contains(string(src), `clientImage = "`+ClientRef+`"`) {
 		t.Errorf("test/e2e's clientImage is not %s", ClientRef)
 	}
+	src, err = os.ReadFile("../../../test/e2e/runtime_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), `runtimeImage = "`+RuntimeRef+`"`) {
+		t.Errorf("test/e2e's runtimeImage is not %s", RuntimeRef)
+	}
 }
 
 // The layer holds parents before children and the modes asked for.

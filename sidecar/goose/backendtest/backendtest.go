@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -558,15 +559,18 @@ func approval(t *testing.T, h Harness) {
 	for _, tc := range []struct {
 		decision goose.Decision
 		result   string
+		runs     int32
 	}{
-		{goose.AllowOnce, "removed"},
+		{goose.AllowOnce, "removed", 1},
 		// A denial makes goose record its declined response as the tool
-		// result (upstream agents/tool_execution.rs).
-		{goose.DenyOnce, goosetest.DeclinedToolResult},
+		// result (upstream agents/tool_execution.rs); the tool never runs.
+		{goose.DenyOnce, goosetest.DeclinedToolResult, 0},
 	} {
 		t.Run(string(tc.decision), func(t *testing.T) {
+			var runs atomic.Int32
 			script := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
-				{Tool: &goosetest.ToolStep{ID: "toolu_9", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"rm -rf build"}`), Result: "removed", NeedsApproval: true}},
+				{Tool: &goosetest.ToolStep{ID: "toolu_9", Name: "shell", Extension: "developer", Arguments: json.RawMessage(`{"command":"rm -rf build"}`), NeedsApproval: true,
+					Run: func() (string, bool) { runs.Add(1); return "removed", false }}},
 				{Text: "done"},
 			}})
 			b, fake := h.start(t, script)
@@ -609,6 +613,9 @@ func approval(t *testing.T, h Harness) {
 			}
 			if a := fake.Approvals(id); len(a) != 1 || a[0] != tc.decision {
 				t.Errorf("goose received %v, want [%s]", a, tc.decision)
+			}
+			if n := runs.Load(); n != tc.runs {
+				t.Errorf("the tool ran %d times, want %d", n, tc.runs)
 			}
 		})
 	}

@@ -42,6 +42,31 @@ func WithServeSecret(key string) ServeOption { return func(f *Serve) { f.Secret 
 // serve --host H --port P` does (test/e2e/cmd/goose, the e2e goose image).
 func WithServeListener(l net.Listener) ServeOption { return func(f *Serve) { f.listener = l } }
 
+// WithServeExtensions makes the fake start and stop each session's
+// extensions as goose does (see ServeExtensions); without it a session has
+// none and extensionResults is empty.
+func WithServeExtensions(x ServeExtensions) ServeOption { return func(f *Serve) { f.extensions = x } }
+
+// ServeExtensions starts a session's configured extensions when the session
+// becomes active (session/new, and session/load after the history replay)
+// and stops them when it is deleted, as goose's per-session agent does
+// (new_session.rs activate_acp_session, load_session.rs
+// prepare_acp_session_agent, manage_sessions.rs). Activate on a session that
+// is already active replaces its extensions.
+type ServeExtensions interface {
+	Activate(sessionID, workingDir string) []ExtensionResult
+	Release(sessionID string)
+}
+
+// ExtensionResult is one entry of session/new's and session/load's
+// _meta.extensionResults (upstream ExtensionLoadResult, agents/agent.rs): a
+// failed extension does not fail the session.
+type ExtensionResult struct {
+	Name    string `json:"name"`
+	Success bool   `json:"success"`
+	Error   string `json:"error,omitempty"`
+}
+
 // ServeVersion is the goose version the fake reports in initialize: the
 // release of the operator's default image, whose behaviour it follows.
 const ServeVersion = "1.48.0"
@@ -98,10 +123,11 @@ type Serve struct {
 	// Secret is the key clients must send (X-Secret-Key or ?token=).
 	Secret string
 
-	srv      *httptest.Server
-	listener net.Listener
-	script   Script
-	wg       sync.WaitGroup
+	srv        *httptest.Server
+	listener   net.Listener
+	script     Script
+	extensions ServeExtensions
+	wg         sync.WaitGroup
 
 	mu          sync.Mutex
 	closed      bool
@@ -880,11 +906,16 @@ func (c *serveConn) newSession(m acpRpcIn) {
 	}
 	c.s.mu.Lock()
 	ss := c.s.newSessionLocked(p.Cwd)
+	c.s.mu.Unlock()
+	// The extensions start before goose answers (new_session.rs
+	// finish_new_session_setup).
+	results := c.s.activateExtensions(ss.id, p.Cwd)
+	c.s.mu.Lock()
 	res := map[string]any{
 		"sessionId":     ss.id,
 		"modes":         acpModesState(ss.mode),
 		"configOptions": acpConfigOptions(ss),
-		"_meta":         map[string]any{"extensionResults": []any{}, "workingDir": ss.cwd},
+		"_meta":         map[string]any{"extensionResults": results, "workingDir": ss.cwd},
 	}
 	c.s.mu.Unlock()
 	// goose answers first, then sends the setup notifications (dispatch.rs,
@@ -942,7 +973,7 @@ func (c *serveConn) loadSession(m acpRpcIn) {
 	var res map[string]any
 	if ss != nil {
 		history = append(history, ss.history...)
-		res = map[string]any{"modes": acpModesState(ss.mode), "configOptions": acpConfigOptions(ss), "_meta": map[string]any{"workingDir": ss.cwd}}
+		res = map[string]any{"modes": acpModesState(ss.mode), "configOptions": acpConfigOptions(ss)}
 	}
 	c.s.mu.Unlock()
 	if ss == nil {
@@ -959,6 +990,9 @@ func (c *serveConn) loadSession(m acpRpcIn) {
 		ch.Meta.Goose.MessageID = h.messageID
 		c.sessionUpdate(sid, ch)
 	}
+	// Then the session's agent starts its extensions
+	// (prepare_acp_session_agent), whose results are in the answer's _meta.
+	res["_meta"] = map[string]any{"extensionResults": c.s.activateExtensions(sid, p.Cwd), "workingDir": p.Cwd}
 	// A history ending in a pending tool confirmation resumes that turn
 	// before the answer (load_session.rs handle_load_session).
 	c.s.mu.Lock()
@@ -1164,7 +1198,22 @@ func (c *serveConn) deleteSession(m acpRpcIn) {
 		c.fail(m.ID, -32603, "Internal error", "Session not found")
 		return
 	}
+	if c.s.extensions != nil {
+		c.s.extensions.Release(sid)
+	}
 	c.respond(m.ID, nil)
+}
+
+// activateExtensions starts a session's extensions; never nil, as goose
+// always sends the list.
+func (s *Serve) activateExtensions(sessionID, cwd string) []ExtensionResult {
+	if s.extensions == nil {
+		return []ExtensionResult{}
+	}
+	if r := s.extensions.Activate(sessionID, cwd); r != nil {
+		return r
+	}
+	return []ExtensionResult{}
 }
 
 func (c *serveConn) prompt(m acpRpcIn) {
@@ -1455,6 +1504,7 @@ func (c *serveConn) tool(sid string, run *serveRun, t *ToolStep, resent bool) bo
 		})
 	}
 	result, failed := t.Result, t.IsError
+	declined := false
 	if t.NeedsApproval {
 		// The script stands in for goose's per-tool decision in approve /
 		// smart_approve mode.
@@ -1464,8 +1514,11 @@ func (c *serveConn) tool(sid string, run *serveRun, t *ToolStep, resent bool) bo
 		}
 		if outcome != "selected" || !strings.HasPrefix(option, "allow_") {
 			// reject_*, cancelled and unknown options all refuse (§2.7).
-			result, failed = DeclinedToolResult, false
+			result, failed, declined = DeclinedToolResult, false, true
 		}
+	}
+	if t.Run != nil && !declined {
+		result, failed = t.Run()
 	}
 	status := "completed"
 	if failed {

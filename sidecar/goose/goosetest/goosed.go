@@ -1047,6 +1047,7 @@ func (g *Goosed) playTool(ctx context.Context, s *goosedSession, t *ToolStep, id
 		return false
 	}
 	result, isError := t.Result, t.IsError
+	declined := false
 	if t.NeedsApproval {
 		key := s.id + "\x00" + t.ID
 		ch := make(chan string, 1)
@@ -1079,8 +1080,11 @@ func (g *Goosed) playTool(ctx context.Context, s *goosedSession, t *ToolStep, id
 			return false
 		}
 		if action != "allow_once" && action != "always_allow" {
-			result, isError = DeclinedToolResult, false
+			result, isError, declined = DeclinedToolResult, false, true
 		}
+	}
+	if t.Run != nil && !declined {
+		result, isError = t.Run()
 	}
 	respID := fmt.Sprintf("msg_%d", g.msgSeq.Add(1))
 	resp := map[string]any{"type": "toolResponse", "id": t.ID, "toolResult": map[string]any{

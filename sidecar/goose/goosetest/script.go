@@ -62,6 +62,10 @@ type ToolStep struct {
 	// the client answers (approve/smart_approve mode). A denial produces
 	// DeclinedToolResult instead of Result.
 	NeedsApproval bool
+	// Run, when set, runs the tool when goose would, after any approval, and
+	// its result replaces Result and IsError (the e2e stand-in calls a real
+	// MCP server with it). A denied tool does not run.
+	Run func() (result string, isError bool)
 }
 
 // DeclinedToolResult is the tool result goose records when the user denies a

@@ -42,10 +42,21 @@ import (
 
 // Result is what one turn returned.
 type Result struct {
-	Text             string `json:"text"`
-	PromptTokens     int32  `json:"promptTokens"`
-	CandidatesTokens int32  `json:"candidatesTokens"`
-	TotalTokens      int32  `json:"totalTokens"`
+	Text             string     `json:"text"`
+	Tools            []ToolCall `json:"tools,omitempty"`
+	PromptTokens     int32      `json:"promptTokens"`
+	CandidatesTokens int32      `json:"candidatesTokens"`
+	TotalTokens      int32      `json:"totalTokens"`
+}
+
+// ToolCall is one tool the agent ran in the turn: its function call and
+// the output or error of its function response (REST only).
+type ToolCall struct {
+	ID     string         `json:"id"`
+	Name   string         `json:"name"`
+	Args   map[string]any `json:"args,omitempty"`
+	Output string         `json:"output,omitempty"`
+	Error  string         `json:"error,omitempty"`
 }
 
 func main() {
@@ -189,13 +200,30 @@ func runREST(ctx context.Context, hc *http.Client, url, app, user, sid, text str
 func (r *Result) add(ev *session.Event) {
 	if ev.Content != nil {
 		for _, p := range ev.Content.Parts {
-			if !p.Thought {
+			switch {
+			case p.FunctionCall != nil:
+				r.Tools = append(r.Tools, ToolCall{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Args: p.FunctionCall.Args})
+			case p.FunctionResponse != nil:
+				r.toolResponse(p.FunctionResponse)
+			case !p.Thought:
 				r.Text += p.Text
 			}
 		}
 	}
 	if u := ev.UsageMetadata; u != nil {
 		r.PromptTokens, r.CandidatesTokens, r.TotalTokens = u.PromptTokenCount, u.CandidatesTokenCount, u.TotalTokenCount
+	}
+}
+
+// toolResponse records a function response on its call: the sidecar puts
+// goose's tool result under "output", or "error" for a failed tool.
+func (r *Result) toolResponse(fr *genai.FunctionResponse) {
+	for i := range r.Tools {
+		if r.Tools[i].ID == fr.ID {
+			r.Tools[i].Output, _ = fr.Response["output"].(string)
+			r.Tools[i].Error, _ = fr.Response["error"].(string)
+			return
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -56,5 +57,35 @@ func TestStockProviderAcceptsOnlyLoopbackHTTP(t *testing.T) {
 	_, err := remoteagent.NewAgentCardProvider(other.URL)(t.Context())
 	if !errors.Is(err, remoteagent.ErrUntrustedCardInterface) {
 		t.Fatalf("a plain-http Service URL in the card: want ErrUntrustedCardInterface, got %v", err)
+	}
+}
+
+// A REST turn's tool calls are reported with their function responses' output
+// or error; partial events and thoughts are not text.
+func TestRunRESTCollectsTools(t *testing.T) {
+	events := []string{
+		`{"partial":true,"content":{"role":"model","parts":[{"text":"ignored"}]}}`,
+		`{"content":{"role":"model","parts":[{"functionCall":{"id":"c1","name":"ext__ok","args":{"x":1}}},{"functionCall":{"id":"c2","name":"ext__bad"}}]}}`,
+		`{"content":{"role":"user","parts":[{"functionResponse":{"id":"c1","name":"ext__ok","response":{"output":"fine"}}}]}}`,
+		`{"content":{"role":"user","parts":[{"functionResponse":{"id":"c2","name":"ext__bad","response":{"error":"boom"}}}]}}`,
+		`{"content":{"role":"model","parts":[{"text":"thinking","thought":true},{"text":"done"}]},"usageMetadata":{"totalTokenCount":7}}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/run_sse" {
+			http.NotFound(w, r)
+			return
+		}
+		for _, e := range events {
+			_, _ = w.Write([]byte("data: " + e + "\n\n"))
+		}
+	}))
+	defer srv.Close()
+	res, err := runREST(t.Context(), srv.Client(), srv.URL, "app", "u", "s", "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ToolCall{{ID: "c1", Name: "ext__ok", Args: map[string]any{"x": 1.0}, Output: "fine"}, {ID: "c2", Name: "ext__bad", Error: "boom"}}
+	if res.Text != "done" || res.TotalTokens != 7 || !reflect.DeepEqual(res.Tools, want) {
+		t.Errorf("result %+v, want text done, 7 tokens and tools %+v", res, want)
 	}
 }

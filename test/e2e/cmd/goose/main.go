@@ -7,9 +7,12 @@
 //
 // Like goose it reads GOOSE_SERVER__SECRET_KEY and refuses to serve without
 // it (goose 1.41+), keeps its ACP sessions under GOOSE_PATH_ROOT (written when
-// it stops on SIGTERM; goose writes as it goes) and knows them after a restart. Replies echo the user's text and
-// name the pod and the goose session that answered, so tests see where a turn
-// ran.
+// it stops on SIGTERM; goose writes as it goes) and knows them after a restart.
+// `goose serve` starts each session's enabled stdio extensions from goose's
+// config as goose does (extensions.go); the scripted model (script.go) echoes
+// the user's text, lists or calls those extensions' tools when asked, and
+// names the pod and the goose session that answered, so tests see where a
+// turn ran.
 package main
 
 import (
@@ -42,12 +45,10 @@ func run(args []string) error {
 	if secret == "" {
 		return errors.New("GOOSE_SERVER__SECRET_KEY is not set (goose 1.41+ refuses to serve without it)")
 	}
-	host, _ := os.Hostname()
-	script := func(sessionID, text string) goosetest.Reply {
-		r := goosetest.Echo(sessionID, text)
-		r.Steps = append(r.Steps, goosetest.Step{Text: fmt.Sprintf(" [pod=%s goose-session=%s]", host, sessionID)})
-		return r
-	}
+	pod, _ := os.Hostname()
+	extensions := newExtensionHost(gooseConfigPaths())
+	defer extensions.Close()
+	script := newScript(extensions, pod)
 
 	if filepath.Base(args[0]) == "goosed" {
 		if len(args) < 2 || args[1] != "agent" {
@@ -86,7 +87,7 @@ func run(args []string) error {
 		return err
 	}
 	s := goosetest.NewServe(nil, goosetest.WithServeSecret(secret), goosetest.WithServeScript(script),
-		goosetest.WithServeListener(l), goosetest.WithServeRestore(st))
+		goosetest.WithServeListener(l), goosetest.WithServeRestore(st), goosetest.WithServeExtensions(extensions))
 	fmt.Printf("goose serve (e2e stand-in) listening on %s, %d sessions from %s\n", s.URL, len(st.Sessions), store)
 	<-ctx.Done()
 	s.Close()

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+)
+
+// toolHost is what the scripted model needs of the session's extensions.
+type toolHost interface {
+	Tools(sessionID string) []string
+	Call(sessionID, name string, args json.RawMessage) (string, bool)
+}
+
+// newScript is the stand-in's model. It echoes the user's text, except for
+// two requests a real model answers from the tools goose offers it:
+//
+//	list tools           the session's tool names, as goose offers them
+//	call TOOL [ARGS]     one call of TOOL with the JSON object ARGS, which
+//	                     goose runs through the extension's MCP server
+//
+// Every reply ends naming the pod and the goose session that answered, so
+// tests see where a turn ran.
+func newScript(host toolHost, pod string) goosetest.Script {
+	return func(sessionID, text string) goosetest.Reply {
+		r := toolReply(host, sessionID, strings.TrimSpace(text))
+		if r == nil {
+			echo := goosetest.Echo(sessionID, text)
+			r = &echo
+		}
+		r.Steps = append(r.Steps, goosetest.Step{Text: fmt.Sprintf(" [pod=%s goose-session=%s]", pod, sessionID)})
+		return *r
+	}
+}
+
+func toolReply(host toolHost, sessionID, text string) *goosetest.Reply {
+	usage := goosetest.Step{Usage: &goosetest.UsageStep{Input: int64(10 + len(text)), Output: 8}}
+	if strings.EqualFold(text, "list tools") {
+		tools := host.Tools(sessionID)
+		list := "none"
+		if len(tools) > 0 {
+			list = strings.Join(tools, ", ")
+		}
+		return &goosetest.Reply{Steps: []goosetest.Step{{Text: "tools: " + list}, usage}}
+	}
+	rest, ok := strings.CutPrefix(text, "call ")
+	if !ok {
+		return nil
+	}
+	name, args, _ := strings.Cut(strings.TrimSpace(rest), " ")
+	args = strings.TrimSpace(args)
+	if args == "" {
+		args = "{}"
+	}
+	if !json.Valid([]byte(args)) {
+		return &goosetest.Reply{Steps: []goosetest.Step{{Text: "the arguments of " + name + " are not JSON: " + args}, usage}}
+	}
+	return &goosetest.Reply{Steps: []goosetest.Step{
+		{Tool: &goosetest.ToolStep{ID: toolCallID(), Name: name, Arguments: json.RawMessage(args),
+			Run: func() (string, bool) { return host.Call(sessionID, name, json.RawMessage(args)) }}},
+		usage,
+		{Text: "called " + name},
+	}}
+}
+
+// toolCallID is a provider-style tool call id, unique per call.
+func toolCallID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "call_" + hex.EncodeToString(b)
+}
