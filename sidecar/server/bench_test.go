@@ -97,6 +97,34 @@ func BenchmarkStreamPaths(b *testing.B) {
 	type path struct {
 		name  string
 		setup func(i int) (func(ctx context.Context, text string, onEvent func()) error, error)
+		// startsGoose: each setup starts a goose session (directly, or
+		// through the sidecar's early start), which the timed phase then
+		// finds ready on every path.
+		startsGoose bool
+	}
+	// gooseStarts counts goose sessions started (each start ends with its
+	// /agent/resume).
+	gooseStarts := func() int {
+		n := 0
+		for _, r := range fake.Requests() {
+			if r.Path == "/agent/resume" {
+				n++
+			}
+		}
+		return n
+	}
+	// settle waits until n more goose sessions than before were started.
+	settle := func(p path, before, n int) {
+		if !p.startsGoose {
+			return
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for gooseStarts() < before+n {
+			if time.Now().After(deadline) {
+				b.Fatalf("%s: %d of %d goose sessions started", p.name, gooseStarts()-before, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	viaGoose := func(c *rest.Client) func(int) (func(context.Context, string, func()) error, error) {
 		return func(int) (func(context.Context, string, func()) error, error) {
@@ -155,10 +183,10 @@ func BenchmarkStreamPaths(b *testing.B) {
 		}
 	}
 	paths := []path{
-		{"direct", viaGoose(newClient(fake.URL))},
-		{"proxy", viaGoose(newClient("http://" + pln.Addr().String()))},
-		{"adk2goose", viaSidecar(sc)},
-		{"forwarded", viaSidecar(peer)},
+		{"direct", viaGoose(newClient(fake.URL)), true},
+		{"proxy", viaGoose(newClient("http://" + pln.Addr().String())), true},
+		{"adk2goose", viaSidecar(sc), *benchEarly},
+		{"forwarded", viaSidecar(peer), *benchEarly},
 	}
 
 	type result struct {
@@ -175,11 +203,13 @@ func BenchmarkStreamPaths(b *testing.B) {
 			res := &result{}
 			for range b.N {
 				runs := make([]func(context.Context, string, func()) error, streams)
+				started := gooseStarts()
 				for i := range runs {
 					if runs[i], err = p.setup(i); err != nil {
 						b.Fatal(err)
 					}
 				}
+				settle(p, started, len(runs))
 				var mu sync.Mutex
 				sem := make(chan struct{}, concurrency)
 				var wg sync.WaitGroup
@@ -217,11 +247,13 @@ func BenchmarkStreamPaths(b *testing.B) {
 
 				// Memory: hold `held` streams open after their first event.
 				holds := make([]func(context.Context, string, func()) error, held)
+				started = gooseStarts()
 				for i := range holds {
 					if holds[i], err = p.setup(i); err != nil {
 						b.Fatal(err)
 					}
 				}
+				settle(p, started, len(holds))
 				runtime.GC()
 				var before, during runtime.MemStats
 				runtime.ReadMemStats(&before)
