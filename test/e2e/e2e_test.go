@@ -156,7 +156,7 @@ func (e *env) samples(t *testing.T) {
 		t.Fatal(err)
 	}
 	var files []string
-	for _, l := range strings.Split(string(kust), "\n") {
+	for l := range strings.SplitSeq(string(kust), "\n") {
 		if f, ok := strings.CutPrefix(l, "- "); ok {
 			files = append(files, f)
 		}

@@ -44,6 +44,7 @@ type timing struct {
 
 // timed records how long a case took, for the table TestMain prints.
 func timed(t *testing.T) {
+	t.Helper()
 	start := time.Now()
 	t.Cleanup(func() {
 		d := time.Since(start).Round(100 * time.Millisecond)
@@ -218,6 +219,7 @@ func (e *env) waitAgentReady(t *testing.T, ns, name string, replicas int) []core
 }
 
 func (e *env) agentPods(t *testing.T, ns, name string) ([]corev1.Pod, error) {
+	t.Helper()
 	var pl corev1.PodList
 	if err := e.c.List(t.Context(), &pl, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": name, "app.kubernetes.io/name": "goose-agent"}); err != nil {
 		return nil, err
@@ -228,6 +230,7 @@ func (e *env) agentPods(t *testing.T, ns, name string) ([]corev1.Pod, error) {
 
 // podSummary says what the agent's pods are waiting for, for failure messages.
 func (e *env) podSummary(t *testing.T, ns, name string) string {
+	t.Helper()
 	pods, err := e.agentPods(t, ns, name)
 	if err != nil {
 		return err.Error()

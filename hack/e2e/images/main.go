@@ -14,6 +14,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -68,13 +69,13 @@ type image struct {
 }
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(ctx context.Context) error {
 	dockerfile := flag.String("dockerfile", "Dockerfile", "the Dockerfile whose manager and adk2goose targets to reproduce")
 	bin := flag.String("bin", "bin", "directory holding `make build`'s manager and adk2goose")
 	e2eBin := flag.String("e2e-bin", "bin/e2e", "directory holding goose, client, mcp-server and pause")
@@ -102,7 +103,7 @@ func run() error {
 		}
 		imgs = append(imgs, img)
 	}
-	shell, err := busyboxEntries(*busybox)
+	shell, err := busyboxEntries(ctx, *busybox)
 	if err != nil {
 		return err
 	}
@@ -120,12 +121,12 @@ func run() error {
 		entry{path: "usr/local/bin/goosed", link: "goose"},
 	)
 	gooseEnv := []string{"HOME=/home/goose", "PATH=/usr/local/bin:/usr/bin:/bin"}
-	for _, ref := range strings.Split(*gooseRefs, ",") {
+	for ref := range strings.SplitSeq(*gooseRefs, ",") {
 		imgs = append(imgs, image{name: "goose", ref: ref, entries: gooseFiles, user: "goose", wdir: "/home/goose",
 			entrypoint: []string{"/usr/local/bin/goose"}, cmd: []string{"--help"}, env: gooseEnv})
 	}
 	// hack/goosed.Dockerfile: the same user and home, ENTRYPOINT goosed, CMD agent.
-	for _, ref := range strings.Split(*goosedRefs, ",") {
+	for ref := range strings.SplitSeq(*goosedRefs, ",") {
 		imgs = append(imgs, image{name: "goosed", ref: ref, entries: gooseFiles, user: "1000:1000", wdir: "/home/goose",
 			entrypoint: []string{"/usr/local/bin/goosed"}, cmd: []string{"agent"},
 			env: append(slices.Clone(gooseEnv), "GOOSE_HOST=0.0.0.0", "GOOSE_PORT=3000", "GOOSE_TLS=false", "GOOSE_PATH_ROOT=/data/goose")})
@@ -225,13 +226,13 @@ func fromStage(stages []instructions.Stage, target, ref, bin string) (image, err
 
 // busyboxEntries installs busybox as /bin/busybox with a symlink per applet,
 // so /bin/sh, mkdir, cat, mv, rm, sleep... exist.
-func busyboxEntries(bb string) ([]entry, error) {
-	out, err := exec.Command(bb, "--list").Output()
+func busyboxEntries(ctx context.Context, bb string) ([]entry, error) {
+	out, err := exec.CommandContext(ctx, bb, "--list").Output()
 	if err != nil {
 		return nil, fmt.Errorf("failed to list the applets of %s (install busybox-static): %w", bb, err)
 	}
 	es := []entry{{path: "bin/busybox", src: bb, mode: 0o755}}
-	for _, a := range strings.Fields(string(out)) {
+	for a := range strings.FieldsSeq(string(out)) {
 		if a != "busybox" {
 			es = append(es, entry{path: "bin/" + a, link: "busybox"})
 		}

@@ -60,16 +60,24 @@ type ToolCall struct {
 }
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := run(ctx, os.Args[1:])
-	if err != nil {
+	if err := runAndPrint(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		os.Exit(1)
 	}
-	if res != nil {
-		_ = json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// runAndPrint runs the command and prints its result as JSON.
+func runAndPrint(args []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := run(ctx, args)
+	if err != nil || res == nil {
+		return err
 	}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		return fmt.Errorf("failed to print result: %w", err)
+	}
+	return nil
 }
 
 func run(ctx context.Context, args []string) (*Result, error) {

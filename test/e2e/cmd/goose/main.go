@@ -54,7 +54,7 @@ func run(args []string) error {
 		if len(args) < 2 || args[1] != "agent" {
 			return errors.New("usage: goosed agent")
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(envOr("GOOSE_HOST", "127.0.0.1"), envOr("GOOSE_PORT", "3000")))
+		l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(envOr("GOOSE_HOST", "127.0.0.1"), envOr("GOOSE_PORT", "3000")))
 		if err != nil {
 			return fmt.Errorf("failed to listen: %w", err)
 		}
@@ -77,7 +77,7 @@ func run(args []string) error {
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(*h, *p))
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(*h, *p))
 	if err != nil {
 		return fmt.Errorf("failed to listen: %w", err)
 	}
