@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
+
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
 )
@@ -332,22 +334,9 @@ func (b *Budget) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		since := r.URL.Query().Get("since")
 		if _, err := time.Parse(dayLayout, since); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "since must be a day, YYYY-MM-DD"})
+			jsonhttp.Write(w, http.StatusBadRequest, map[string]string{"error": "since must be a day, YYYY-MM-DD"})
 			return
 		}
-		writeJSON(w, http.StatusOK, answer{Pod: b.ledger.Self(), Rows: b.ledger.Since(since)})
+		jsonhttp.Write(w, http.StatusOK, answer{Pod: b.ledger.Self(), Rows: b.ledger.Since(since)})
 	})
-}
-
-// writeJSON answers v as JSON. It encodes v before writing the header, so
-// that a value that cannot be encoded is answered 500, not cut off.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		status, body = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n')) // a client that went away: nothing to do
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
 )
 
 // Routes served without the inbound token: probes must work without
@@ -59,7 +61,7 @@ func authenticate(next http.Handler, token string, log *slog.Logger) http.Handle
 			// Answer now; net/http would first drain what the client sends.
 			w.Header().Set("Connection", "close")
 		}
-		writeJSON(w, http.StatusUnauthorized, map[string]string{
+		jsonhttp.Write(w, http.StatusUnauthorized, map[string]string{
 			"error":  "unauthorized",
 			"detail": reason + ": send the token as 'Authorization: Bearer <token>', 'X-API-Key: <token>' or the api_key query parameter",
 		})

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
+
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	adka2a "google.golang.org/adk/server/adka2a/v2"
@@ -82,7 +84,7 @@ func (s *Server) refuseRunOverBudget(w http.ResponseWriter) bool {
 	}
 	s.budget.Refused("rest")
 	w.Header().Set("Retry-After", strconv.FormatInt(refusal.RetryAfter(s.budget.Now()), 10))
-	writeJSON(w, http.StatusTooManyRequests, BudgetRefusal{
+	jsonhttp.Write(w, http.StatusTooManyRequests, BudgetRefusal{
 		Error: refusal.Error(), Code: budget.ReasonExhausted,
 		ResetsAt: refusal.ResetsAt.UTC().Format(time.RFC3339),
 		Budget:   refusal.Limits, Used: refusal.Used, Detail: refusal.Error(),

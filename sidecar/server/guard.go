@@ -2,13 +2,14 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
 
 	"google.golang.org/adk/session"
 
@@ -185,20 +186,7 @@ func writeJSONError(w http.ResponseWriter, r *http.Request, status int, code, ms
 	if _, read := bodyBytes(r); hasBody(r) && !read {
 		w.Header().Set("Connection", "close")
 	}
-	writeJSON(w, status, map[string]string{"error": msg, "code": code, "detail": msg})
-}
-
-// writeJSON answers v as JSON. It encodes v before writing the header, so
-// that a value that cannot be encoded is answered 500, not cut off.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		status, body = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n')) // a client that went away: nothing to do
+	jsonhttp.Write(w, status, map[string]string{"error": msg, "code": code, "detail": msg})
 }
 
 // jsonErrors rewrites the error answers of the handlers behind it (adkrest

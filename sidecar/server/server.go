@@ -68,6 +68,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
+
 	"google.golang.org/adk/agent"
 	"google.golang.org/adk/server/adkrest"
 	"google.golang.org/adk/session"
@@ -485,17 +487,17 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	jsonhttp.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
 	if err := s.cfg.Backend.Health(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "goose: " + err.Error()})
+		jsonhttp.Write(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "goose: " + err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "goose": string(s.cfg.Backend.Flavor())})
+	jsonhttp.Write(w, http.StatusOK, map[string]string{"status": "ok", "goose": string(s.cfg.Backend.Flavor())})
 }
 
 func recoverPanics(next http.Handler, log *slog.Logger) http.Handler {
@@ -506,7 +508,7 @@ func recoverPanics(next http.Handler, log *slog.Logger) http.Handler {
 					panic(v)
 				}
 				log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
-				writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error"})
+				jsonhttp.Write(w, http.StatusInternalServerError, map[string]string{"error": "internal error"})
 			}
 		}()
 		next.ServeHTTP(w, r)

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
+
 	"google.golang.org/adk/session"
 
 	"github.com/adk2goose/goose-operator/sidecar/budget"
@@ -87,8 +89,8 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	st, err := s.Stats(r.Context())
 	if err != nil {
 		s.log.Error("failed to compute stats", "error", err)
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		jsonhttp.Write(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	jsonhttp.Write(w, http.StatusOK, st)
 }
