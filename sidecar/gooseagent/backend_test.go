@@ -199,8 +199,8 @@ func (b *scriptBackend) Reply(ctx context.Context, sid string, msg goose.UserMes
 					return
 				}
 			case st.Tool != nil:
-				result, ok := b.playTool(ctx, sid, st.Tool, emit, stopped)
-				if !ok || !emit(&goose.ToolResponse{ID: st.Tool.ID, Name: st.Tool.Name, Text: result, IsError: st.Tool.IsError}) {
+				result, isError, ok := b.playTool(ctx, sid, st.Tool, emit, stopped)
+				if !ok || !emit(&goose.ToolResponse{ID: st.Tool.ID, Name: st.Tool.Name, Text: result, IsError: isError}) {
 					return
 				}
 			case st.Notify != nil:
@@ -236,14 +236,22 @@ func (b *scriptBackend) Reply(ctx context.Context, sid string, msg goose.UserMes
 }
 
 // playTool yields the tool call and, when it needs approval, the request,
-// then waits for the answer. It returns the tool's result; false when the
-// reply ended meanwhile.
-func (b *scriptBackend) playTool(ctx context.Context, sid string, tool *goosetest.ToolStep, emit func(goose.Event) bool, stopped func() bool) (string, bool) {
+// then waits for the answer. It returns the tool's result, run as goose
+// would (ToolStep.Run, never when denied); ok is false when the reply ended
+// meanwhile.
+func (b *scriptBackend) playTool(ctx context.Context, sid string, tool *goosetest.ToolStep, emit func(goose.Event) bool, stopped func() bool) (result string, isError, ok bool) {
 	if !emit(&goose.ToolRequest{ID: tool.ID, Name: tool.Name, Arguments: tool.Arguments}) {
-		return "", false
+		return "", false, false
+	}
+	run := func() (string, bool, bool) {
+		if tool.Run != nil {
+			r, e := tool.Run()
+			return r, e, true
+		}
+		return tool.Result, tool.IsError, true
 	}
 	if !tool.NeedsApproval {
-		return tool.Result, true
+		return run()
 	}
 	key := sid + "/" + tool.ID
 	ch := make(chan goose.Decision, 1)
@@ -254,9 +262,9 @@ func (b *scriptBackend) playTool(ctx context.Context, sid string, tool *goosetes
 		select {
 		case d := <-ch: // Approve removed the request
 			if d != goose.AllowOnce && d != goose.AlwaysAllow {
-				return goosetest.DeclinedToolResult, true
+				return goosetest.DeclinedToolResult, false, true
 			}
-			return tool.Result, true
+			return run()
 		case <-ctx.Done():
 		case <-b.closed:
 		}
@@ -266,7 +274,7 @@ func (b *scriptBackend) playTool(ctx context.Context, sid string, tool *goosetes
 	b.mu.Lock()
 	delete(b.waiting, key)
 	b.mu.Unlock()
-	return "", false
+	return "", false, false
 }
 
 // countUsage adds one provider call's tokens to the session's totals.
