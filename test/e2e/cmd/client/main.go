@@ -122,36 +122,31 @@ func run(ctx context.Context, args []string) (*Result, error) {
 	return nil, fmt.Errorf("unknown command %q", args[0])
 }
 
+// post sends body as JSON ({} for nil) and copies a 200 answer to out.
 func post(ctx context.Context, hc *http.Client, url string, body any, out io.Writer) error {
-	j, err := json.Marshal(body)
-	if err != nil {
-		return err
+	j := []byte("{}")
+	if body != nil {
+		var err error
+		if j, err = json.Marshal(body); err != nil {
+			return err
+		}
 	}
-	if body == nil {
-		j = []byte("{}")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(j))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("POST %s: HTTP %d: %s", url, resp.StatusCode, b)
-	}
-	_, err = io.Copy(out, resp.Body)
-	return err
+	return exchange(ctx, hc, http.MethodPost, url, bytes.NewReader(j), out)
 }
 
 func get(ctx context.Context, hc *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return exchange(ctx, hc, http.MethodGet, url, nil, os.Stdout)
+}
+
+// exchange sends one request and copies a 200 answer to out; any other
+// status is an error carrying the body.
+func exchange(ctx context.Context, hc *http.Client, method, url string, body io.Reader, out io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -160,9 +155,9 @@ func get(ctx context.Context, hc *http.Client, url string) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, b)
+		return fmt.Errorf("%s %s: HTTP %d: %s", method, url, resp.StatusCode, b)
 	}
-	_, err = io.Copy(os.Stdout, resp.Body)
+	_, err = io.Copy(out, resp.Body)
 	return err
 }
 
