@@ -95,7 +95,12 @@ func TestResumedApprovalAfterRestartEndsAndTheNextTurnWorks(t *testing.T) {
 	if strings.Join(got, " ") != "lost:toolu_7:shell text:fine finish:end_turn" {
 		t.Errorf("events %v", got)
 	}
+	// The refusal is answered on a goroutine of its own, so it may reach
+	// goose after the reply ended.
 	perms := srv.Permissions()
+	for ; len(perms) == 0 && ctx.Err() == nil; perms = srv.Permissions() {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if len(perms) != 1 || perms[0].ToolCallID != "toolu_7" || perms[0].Outcome != "cancelled" {
 		t.Errorf("goose heard %+v, want the resent approval refused", perms)
 	}
