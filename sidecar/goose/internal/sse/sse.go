@@ -25,9 +25,12 @@ import (
 // only when such a line actually arrives, memory is not reserved up front.
 const DefaultMaxLine = 16 << 20
 
-// readBufferSize is the bufio buffer; most goosed frames fit in it, so the
-// common case parses a line without copying it.
-const readBufferSize = 64 << 10
+// readBufferSize is the bufio buffer. Text and thinking deltas, goose's
+// most frequent frames, fit in it, so the common case parses a line without
+// copying it; longer lines are copied into a buffer that grows to fit. Every
+// open reply holds one: at 64 KiB it was more than half of what the sidecar
+// holds per open stream (hack/streampaths).
+const readBufferSize = 8 << 10
 
 // ErrTooLong reports a line or an event larger than the reader's limit. The
 // reader cannot resynchronise after it and returns it from every later call.
