@@ -62,6 +62,9 @@ type Backend interface {
 	//     HasAccumulated and the session totals that Usage then returns.
 	//   - While an *ApprovalRequest is outstanding the stream blocks until
 	//     Approve is called.
+	//   - Before it waits for goose with no event left to yield, it calls
+	//     BeforeWait(ctx): a consumer that batches what it sends learns when
+	//     to send it.
 	Reply(ctx context.Context, sessionID string, msg UserMessage) iter.Seq2[Event, error]
 	// Approve answers an *ApprovalRequest received from Reply.
 	Approve(ctx context.Context, sessionID, requestID string, decision Decision) error

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/adk/session"
 
+	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
 
@@ -84,12 +85,14 @@ func (s *Server) guardRun(w http.ResponseWriter, r *http.Request, req *RunReques
 	if !answersConfirmation && s.refuseRunOverBudget(w) {
 		return
 	}
-	canonical, err := withCanonicalBody(ctx, r, req)
+	bw := &batchedFlushes{w: w}
+	defer bw.end()
+	canonical, err := withCanonicalBody(goose.WithWaitHook(ctx, bw.send), r, req)
 	if err != nil {
 		writeJSONError(w, r, http.StatusInternalServerError, statusCode(http.StatusInternalServerError), err.Error())
 		return
 	}
-	next.ServeHTTP(w, canonical)
+	next.ServeHTTP(bw, canonical)
 }
 
 // guardSessions answers ADK REST requests for another app with 404 (adkrest

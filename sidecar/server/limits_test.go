@@ -18,10 +18,16 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/server"
 )
 
-// countingListener counts the bytes the server read from its connections.
+// connCounts counts what a server did on its connections.
+type connCounts struct {
+	read   atomic.Int64 // bytes read
+	writes atomic.Int64 // Write calls
+}
+
+// countingListener counts in counts what the server does on its connections.
 type countingListener struct {
 	net.Listener
-	read *atomic.Int64
+	counts *connCounts
 }
 
 func (l countingListener) Accept() (net.Conn, error) {
@@ -29,34 +35,39 @@ func (l countingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return countingConn{Conn: c, read: l.read}, nil
+	return countingConn{Conn: c, counts: l.counts}, nil
 }
 
 type countingConn struct {
 	net.Conn
-	read *atomic.Int64
+	counts *connCounts
 }
 
 func (c countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	c.read.Add(int64(n))
+	c.counts.read.Add(int64(n))
 	return n, err
 }
 
+func (c countingConn) Write(p []byte) (int, error) {
+	c.counts.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
 // serveCounted serves srv's handler on a loopback listener that counts what
-// the server reads.
-func serveCounted(t *testing.T, srv *server.Server) (addr string, read *atomic.Int64) {
+// the server reads and writes.
+func serveCounted(t *testing.T, srv *server.Server) (addr string, counts *connCounts) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	read = new(atomic.Int64)
+	counts = new(connCounts)
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
-	go func() { defer close(done); _ = hs.Serve(countingListener{Listener: ln, read: read}) }()
+	go func() { defer close(done); _ = hs.Serve(countingListener{Listener: ln, counts: counts}) }()
 	t.Cleanup(func() { _ = hs.Close(); <-done })
-	return ln.Addr().String(), read
+	return ln.Addr().String(), counts
 }
 
 // rawRequest writes a request head by hand, then body() in the background
@@ -121,7 +132,7 @@ func TestEveryRouteCapsItsBody(t *testing.T) {
 	b := flavours[0].start(t, goosetest.Echo)
 	sc := startSidecar(t, b, t.TempDir())
 	sc.createSession("u", "s1")
-	addr, read := serveCounted(t, sc.srv)
+	addr, counts := serveCounted(t, sc.srv)
 	const hundredMB = 100 << 20
 	routes := []struct {
 		method, path string
@@ -146,7 +157,7 @@ func TestEveryRouteCapsItsBody(t *testing.T) {
 					hdr = map[string]string{"Content-Length": fmt.Sprint(hundredMB)}
 				}
 				maps.Copy(hdr, auth)
-				before := read.Load()
+				before := counts.read.Load()
 				resp, body := rawRequest(t, addr, rt.method, rt.path, hdr, zeros(hundredMB, chunked), 30*time.Second)
 				if resp.StatusCode != http.StatusRequestEntityTooLarge || body["code"] != "REQUEST_TOO_LARGE" ||
 					!strings.Contains(body["error"], fmt.Sprint(rt.limit)) || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
@@ -155,7 +166,7 @@ func TestEveryRouteCapsItsBody(t *testing.T) {
 				// What the server read: the head and, of a chunked body, the cap
 				// plus what net/http drains after a handler (256 KiB), chunk
 				// framing and read buffers; of a declared one, nothing.
-				if got := read.Load() - before; got > rt.limit+1<<20 {
+				if got := counts.read.Load() - before; got > rt.limit+1<<20 {
 					t.Fatalf("the server read %d bytes of a %d-byte body with a %d-byte cap", got, hundredMB, rt.limit)
 				}
 			})

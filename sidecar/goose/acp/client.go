@@ -1107,10 +1107,18 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 			yield(nil, fmt.Errorf("failed to stream reply: %w", ctx.Err()))
 			return true
 		}
+		waitHook := goose.WaitHook(ctx)
 		for {
 			select {
 			case <-r.signal:
-			case <-ctx.Done():
+			default:
+				if waitHook != nil {
+					waitHook()
+				}
+				select {
+				case <-r.signal:
+				case <-ctx.Done():
+				}
 			}
 			if stopped() {
 				return

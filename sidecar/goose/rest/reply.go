@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"mime"
 	"net/http"
@@ -66,6 +67,7 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 			yield(nil, fmt.Errorf("failed to encode reply request: %w", err))
 			return
 		}
+		goose.BeforeWait(ctx)
 		resp, err := c.send(ctx, http.MethodPost, "/reply", payload)
 		if err != nil {
 			ended(fmt.Errorf("failed to send reply: %w", err))
@@ -81,7 +83,7 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 			return
 		}
 
-		r := sse.NewReader(resp.Body, c.maxEvent)
+		r := sse.NewReader(waitingBody{wait: goose.WaitHook(ctx), body: resp.Body}, c.maxEvent)
 		var (
 			d   decoder
 			buf []goose.Event
@@ -155,4 +157,19 @@ func userMessage(text string, now time.Time) (wireMessage, error) {
 		Content:  []json.RawMessage{content},
 		Metadata: wireMetadata{UserVisible: true, AgentVisible: true},
 	}, nil
+}
+
+// waitingBody calls the reply's goose.WaitHook, if any, before each read of
+// the reply body: the SSE reader reads when it has decoded every event it
+// holds, and the read may wait for goose.
+type waitingBody struct {
+	wait func()
+	body io.Reader
+}
+
+func (w waitingBody) Read(p []byte) (int, error) {
+	if w.wait != nil {
+		w.wait()
+	}
+	return w.body.Read(p)
 }
