@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -45,15 +46,20 @@ import (
 // ratios to direct. Everything (fake goose, proxy or sidecar, clients)
 // shares one process, so memory and CPU are compared as differences between
 // paths. On a shared machine the wall-clock figures move with other load;
-// CPU per reply moves much less. -stream-concurrency=N sets the streams in
-// flight at once (default 50). -stream-history=N first stores N events of
-// earlier sessions (default 0: an empty session database). Run: go test -run '^$' -bench StreamPaths -benchtime 1x ./sidecar/server/
+// CPU per reply moves much less. Flags: -stream-concurrency (streams in
+// flight at once, default 50), -stream-replies (per throughput phase,
+// default 200), -stream-reply-time (goose's pace: a reply's deltas spread
+// over it; default 0, as fast as it can, which saturates the machine),
+// -stream-history (events of earlier sessions stored first, default 0),
+// -stream-cpuprofile (a CPU profile of each path's throughput phase).
+// hack/streampaths measures the same paths with each server in its own
+// process. Run: go test -run '^$' -bench StreamPaths -benchtime 1x ./sidecar/server/
 func BenchmarkStreamPaths(b *testing.B) {
 	const (
-		deltas  = 100  // text events per reply
-		streams = 200  // replies per throughput phase
-		held    = 1000 // streams open at once for the memory phase
+		deltas = 100  // text events per reply
+		held   = 1000 // streams open at once for the memory phase
 	)
+	streams := *benchReplies
 	concurrency := *benchConcurrency
 	script := func(_ string, text string) goosetest.Reply {
 		if text == "hold" {
@@ -63,7 +69,11 @@ func BenchmarkStreamPaths(b *testing.B) {
 		}
 		steps := make([]goosetest.Step, 0, deltas+1)
 		for i := range deltas {
-			steps = append(steps, goosetest.Step{Text: fmt.Sprintf("token%03d ", i)})
+			step := goosetest.Step{Text: fmt.Sprintf("token%03d ", i)}
+			if i > 0 {
+				step.Delay = *benchReplyTime / (deltas - 1)
+			}
+			steps = append(steps, step)
 		}
 		return goosetest.Reply{Steps: append(steps, goosetest.Step{Usage: &goosetest.UsageStep{Input: 10, Output: deltas}})}
 	}
@@ -213,6 +223,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 				var mu sync.Mutex
 				sem := make(chan struct{}, concurrency)
 				var wg sync.WaitGroup
+				stopProfile := startPhaseProfile(b, p.name)
 				start, cpu0 := time.Now(), processCPU()
 				for _, run := range runs {
 					wg.Add(1)
@@ -244,6 +255,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 				wg.Wait()
 				res.wall += time.Since(start)
 				res.cpu += processCPU() - cpu0
+				stopProfile()
 
 				// Memory: hold `held` streams open after their first event.
 				holds := make([]func(context.Context, string, func()) error, held)
@@ -315,6 +327,36 @@ func BenchmarkStreamPaths(b *testing.B) {
 }
 
 var benchEarly = flag.Bool("stream-early-start", true, "BenchmarkStreamPaths: start goose sessions when ADK sessions are created (adk2goose's default)")
+
+var benchProfile = flag.String("stream-cpuprofile", "",
+	"BenchmarkStreamPaths: write a CPU profile of each path's throughput phase to <this prefix>-<path>.prof")
+
+// startPhaseProfile starts a CPU profile of one path's throughput phase
+// when -stream-cpuprofile is set; the returned func stops it.
+func startPhaseProfile(b *testing.B, path string) (stop func()) {
+	b.Helper()
+	if *benchProfile == "" {
+		return func() {}
+	}
+	f, err := os.Create(*benchProfile + "-" + path + ".prof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
+var benchReplyTime = flag.Duration("stream-reply-time", 0,
+	"BenchmarkStreamPaths: how long goose takes to stream one reply, its deltas evenly spread; 0: as fast as it can")
+
+var benchReplies = flag.Int("stream-replies", 200, "BenchmarkStreamPaths: replies per throughput phase")
 
 var benchConcurrency = flag.Int("stream-concurrency", 50, "BenchmarkStreamPaths: replies streamed at once in the throughput phase")
 
