@@ -122,6 +122,11 @@ LOAD_ARGS ?=
 load: build ## Load bin/adk2goose with 2,000 concurrent /run_sse streams on the fake goose serve, 10 runs; prints a table (more flags: LOAD_ARGS="-streams 500 -runs 3").
 	go run ./hack/load -adk2goose $(LOCALBIN)/adk2goose $(LOAD_ARGS)
 
+STREAM_PATHS_ARGS ?=
+.PHONY: stream-paths
+stream-paths: build ## Table: goose direct vs a plain proxy vs bin/adk2goose, each server in its own process (more flags: STREAM_PATHS_ARGS="-reply-time 2s -runs 3").
+	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose $(STREAM_PATHS_ARGS)
+
 ##@ Build
 
 .PHONY: build

@@ -1,0 +1,579 @@
+// Command streampaths compares, in one run, three ways of consuming the same
+// fake goosed reply stream, with every server in its own process as deployed
+// (BenchmarkStreamPaths measures the same paths inside one process, where
+// the fake goose, the clients and the sidecar share one Go scheduler):
+//
+//	direct     this process reads goose's /reply SSE itself (the goose REST client)
+//	proxy      the same client through a plain reverse proxy process
+//	adk2goose  /run_sse of the real adk2goose binary (flavor goosed)
+//
+// It prints a table per run: time to first event p50/p99, per-event latency
+// inside a stream, events/s over all streams, memory per open stream (RSS of
+// the process in the middle with -held streams open at once) and CPU per
+// reply (every process: this one, the fake goose, the middle one); then each
+// path's ratios to direct and to the proxy.
+//
+//	go run ./hack/streampaths -adk2goose bin/adk2goose     (or: make stream-paths)
+//
+// The fake goose and the proxy are this binary started again in another role
+// (streampaths fake-goosed | proxy); they exit when this process does.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/adk2goose/goose-operator/hack/internal/sidecarproc"
+	"github.com/adk2goose/goose-operator/internal/percentile"
+	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
+)
+
+type config struct {
+	binary      string
+	replies     int
+	deltas      int
+	concurrency int
+	held        int
+	runs        int
+	paths       string
+	replyTime   time.Duration
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		if role, ok := roles[os.Args[1]]; ok {
+			if err := role(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "streampaths:", os.Args[1]+":", err)
+				os.Exit(2)
+			}
+			return
+		}
+	}
+	var cfg config
+	flag.StringVar(&cfg.binary, "adk2goose", "bin/adk2goose", "the adk2goose binary")
+	flag.IntVar(&cfg.replies, "replies", 200, "replies per path in the throughput phase")
+	flag.IntVar(&cfg.deltas, "deltas", 100, "text events per reply")
+	flag.DurationVar(&cfg.replyTime, "reply-time", 0, "how long goose takes to stream one reply, its events evenly spread; 0: as fast as it can (the machine saturated)")
+	flag.IntVar(&cfg.concurrency, "concurrency", 50, "replies streamed at once")
+	flag.IntVar(&cfg.held, "held", 1000, "streams held open at once for the memory phase")
+	flag.IntVar(&cfg.runs, "runs", 1, "runs (a table each)")
+	flag.StringVar(&cfg.paths, "paths", "direct,proxy,adk2goose", "the paths to measure, comma-separated")
+	flag.Parse()
+	if err := run(context.Background(), cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "streampaths:", err)
+		os.Exit(1)
+	}
+}
+
+// roles are the servers this binary runs when started as
+// `streampaths <role>`.
+var roles = map[string]func(args []string) error{
+	"fake-goosed": serveFake,
+	"proxy":       serveProxy,
+}
+
+// holdText asks the fake for a reply that sends one event and then waits
+// (until the stream is closed): the memory phase's streams.
+const holdText = "hold"
+
+// child is this binary running in another role.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	info  childInfo
+}
+
+// childInfo is the first line a child prints.
+type childInfo struct {
+	URL     string `json:"url"`
+	Secret  string `json:"secret,omitempty"`
+	Control string `json:"control,omitempty"`
+}
+
+func startChild(ctx context.Context, args ...string) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("failed to find this binary: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("failed to start %s: %w", args[0], err)
+	}
+	c := &child{cmd: cmd, stdin: stdin}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &c.info)
+	}
+	if err != nil {
+		c.stop()
+		return nil, fmt.Errorf("failed to start %s: %w", args[0], err)
+	}
+	return c, nil
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// stop closes the child's stdin, which ends it.
+func (c *child) stop() {
+	_ = c.stdin.Close()
+	_ = c.cmd.Wait()
+}
+
+// untilStdinCloses blocks until the parent closes stdin or exits.
+func untilStdinCloses() { _, _ = io.Copy(io.Discard, os.Stdin) }
+
+// serveFake runs the fake goosed: replies of -deltas text events sent as
+// fast as possible, or held open after one event (holdText). Its control
+// address answers GET /starts with how many sessions were started.
+func serveFake(args []string) error {
+	fs := flag.NewFlagSet("fake-goosed", flag.ContinueOnError)
+	deltas := fs.Int("deltas", 100, "text events per reply")
+	replyTime := fs.Duration("reply-time", 0, "how long one reply takes, its events evenly spread")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	gap := *replyTime / time.Duration(max(*deltas-1, 1))
+	script := func(_ string, text string) goosetest.Reply {
+		if text == holdText {
+			return goosetest.Reply{Steps: []goosetest.Step{{Text: "first"}, {Delay: time.Hour, Text: "last"}}}
+		}
+		steps := make([]goosetest.Step, 0, *deltas+1)
+		for i := range *deltas {
+			step := goosetest.Step{Text: fmt.Sprintf("token%03d ", i)}
+			if i > 0 {
+				step.Delay = gap
+			}
+			steps = append(steps, step)
+		}
+		return goosetest.Reply{Steps: append(steps, goosetest.Step{Usage: &goosetest.UsageStep{Input: 10, Output: int64(*deltas)}})}
+	}
+	fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script, PingInterval: time.Minute})
+	defer fake.Close()
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("failed to listen: %w", err)
+	}
+	control := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := 0
+		for _, r := range fake.Requests() {
+			if r.Path == "/agent/resume" { // every session start ends with it
+				n++
+			}
+		}
+		_, _ = fmt.Fprint(w, n)
+	})}
+	go func() { _ = control.Serve(ln) }()
+	defer func() { _ = control.Close() }()
+	if err := json.NewEncoder(os.Stdout).Encode(childInfo{URL: fake.URL, Secret: fake.SecretKey, Control: "http://" + ln.Addr().String()}); err != nil {
+		return err
+	}
+	untilStdinCloses()
+	return nil
+}
+
+// serveProxy runs a plain reverse proxy to -target that flushes every
+// write, as an SSE proxy must.
+func serveProxy(args []string) error {
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	target := fs.String("target", "", "the URL to proxy to")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	u, err := url.Parse(*target)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("invalid -target %q", *target)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.FlushInterval = -1
+	// An idle pool smaller than the streams in flight makes net/http close
+	// connections as streams end, one of which a new request may have been
+	// given (golang/go#42650); the sidecar's goose REST client does the same.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout = 0, 1<<16, 10*time.Second
+	proxy.Transport = tr
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("failed to listen: %w", err)
+	}
+	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Close() }()
+	if err := json.NewEncoder(os.Stdout).Encode(childInfo{URL: "http://" + ln.Addr().String()}); err != nil {
+		return err
+	}
+	untilStdinCloses()
+	return nil
+}
+
+// path is one way of consuming a reply.
+type path struct {
+	name string
+	// pid is the process in the middle; 0 for none.
+	pid int
+	// setup prepares the i-th stream: a goose session, or an ADK session
+	// whose goose session the sidecar starts at its creation. Held streams
+	// get connections of their own (hold).
+	setup func(ctx context.Context, i int, hold bool) (streamFunc, error)
+}
+
+// streamFunc streams one reply to text, calling onEvent for each text event.
+type streamFunc func(ctx context.Context, text string, onEvent func()) error
+
+type result struct {
+	ttfe, perEvent []time.Duration
+	events         int
+	wall, cpu      time.Duration
+	mibPerStream   float64 // of the middle process; -1 without one
+}
+
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	pace := "as fast as goose can send them"
+	if cfg.replyTime > 0 {
+		pace = "spread over " + cfg.replyTime.String()
+	}
+	fmt.Fprintf(out, "%d replies x %d text events (%s) at concurrency %d; memory with %d streams open; each server in its own process, started anew for each run\n",
+		cfg.replies, cfg.deltas, pace, cfg.concurrency, cfg.held)
+	fmt.Fprintf(out, "CPU per reply is every process's (this client, the fake goose, the proxy, adk2goose); memory is the RSS growth of the process in the middle\n")
+	for r := 1; r <= cfg.runs; r++ {
+		if err := oneRun(ctx, cfg, r, out); err != nil {
+			return fmt.Errorf("run %d: %w", r, err)
+		}
+	}
+	return nil
+}
+
+func oneRun(ctx context.Context, cfg config, runNo int, out io.Writer) error {
+	fake, err := startChild(ctx, "fake-goosed", "-deltas", strconv.Itoa(cfg.deltas), "-reply-time", cfg.replyTime.String())
+	if err != nil {
+		return err
+	}
+	defer fake.stop()
+	proxy, err := startChild(ctx, "proxy", "-target", fake.info.URL)
+	if err != nil {
+		return err
+	}
+	defer proxy.stop()
+	sc, err := sidecarproc.Start(ctx, sidecarproc.Options{Binary: cfg.binary, Flavor: "goosed", GooseURL: fake.info.URL, GooseSecret: fake.info.Secret})
+	if err != nil {
+		return err
+	}
+	defer sc.Stop()
+
+	// Streams reuse connections as clients do; held ones open their own.
+	// The idle pool is not capped, as the proxy's (golang/go#42650).
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout = 0, 1<<16, 10*time.Second
+	defer tr.CloseIdleConnections()
+	clients := map[bool]*http.Client{false: {Transport: tr}, true: {Transport: &http.Transport{DisableKeepAlives: true}}}
+	// The proxy's clients open a connection per stream: over pooled ones a
+	// stream through net/http's ReverseProxy broke now and then (after 0 or
+	// 1 events, unexpected EOF: the proxy saw its client connection fail)
+	// when the goose REST client had left the previous stream on that pool
+	// right after Finish; not seen on the other paths.
+	proxyClient := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	viaGoose := func(u string, streams *http.Client) (func(context.Context, int, bool) (streamFunc, error), error) {
+		var rc [2]*rest.Client
+		for i, hc := range []*http.Client{streams, clients[true]} {
+			c, err := rest.New(rest.Config{URL: u, SecretKey: fake.info.Secret, HTTPClient: hc})
+			if err != nil {
+				return nil, err
+			}
+			rc[i] = c
+		}
+		return func(ctx context.Context, _ int, hold bool) (streamFunc, error) {
+			c := rc[0]
+			if hold {
+				c = rc[1]
+			}
+			s, err := c.StartSession(ctx, goose.StartOptions{WorkingDir: os.TempDir()})
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, text string, onEvent func()) error {
+				for ev, err := range c.Reply(ctx, s.ID, goose.UserMessage{Text: text}) {
+					if err != nil {
+						return err
+					}
+					if _, ok := ev.(*goose.TextDelta); ok {
+						onEvent()
+					}
+				}
+				return nil
+			}, nil
+		}, nil
+	}
+	direct, err := viaGoose(fake.info.URL, clients[false])
+	if err != nil {
+		return err
+	}
+	proxied, err := viaGoose(proxy.info.URL, proxyClient)
+	if err != nil {
+		return err
+	}
+	viaSidecar := func(ctx context.Context, i int, hold bool) (streamFunc, error) {
+		id := fmt.Sprintf("paths-%d-%d", time.Now().UnixNano(), i)
+		hc := clients[hold]
+		if err := sidecarproc.CreateSession(ctx, hc, sc.URL, id); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, text string, onEvent func()) error {
+			_, err := sidecarproc.Stream(ctx, hc, sc.URL, id, text, onEvent)
+			return err
+		}, nil
+	}
+	paths := []path{
+		{name: "direct", setup: direct},
+		{name: "proxy", pid: proxy.pid(), setup: proxied},
+		{name: "adk2goose", pid: sc.Pid(), setup: viaSidecar},
+	}
+	paths = slices.DeleteFunc(paths, func(p path) bool { return !slices.Contains(strings.Split(cfg.paths, ","), p.name) })
+	m := &measurer{cfg: cfg, fake: fake, pids: []int{os.Getpid(), fake.pid(), proxy.pid(), sc.Pid()}}
+	results := map[string]*result{}
+	for _, p := range paths {
+		res, err := m.measure(ctx, p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		results[p.name] = res
+	}
+	printTable(out, runNo, paths, results)
+	return nil
+}
+
+type measurer struct {
+	cfg  config
+	fake *child
+	pids []int
+}
+
+// starts is how many goose sessions the fake has started.
+func (m *measurer) starts(ctx context.Context) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.fake.info.Control, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("failed to ask the fake goose: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// prepare sets up n streams of p and waits until their goose sessions have
+// started (the sidecar starts them in the background), so that every path's
+// timed phase finds its sessions ready.
+func (m *measurer) prepare(ctx context.Context, p path, n int, hold bool) ([]streamFunc, error) {
+	before, err := m.starts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	runs := make([]streamFunc, n)
+	for i := range runs {
+		if runs[i], err = p.setup(ctx, i, hold); err != nil {
+			return nil, fmt.Errorf("failed to prepare stream %d: %w", i, err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		now, err := m.starts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if now >= before+n {
+			return runs, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%d of %d goose sessions started", now-before, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// cpu is the CPU time all processes have used so far.
+func (m *measurer) cpu() (time.Duration, error) {
+	var total time.Duration
+	for _, pid := range m.pids {
+		s, err := sidecarproc.ReadProc(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += s.CPU
+	}
+	return total, nil
+}
+
+// measure measures p's memory on the fresh process first (Go keeps the
+// heap it grew), then its throughput.
+func (m *measurer) measure(ctx context.Context, p path) (*result, error) {
+	res := &result{mibPerStream: -1}
+	if p.pid != 0 {
+		var err error
+		if res.mibPerStream, err = m.memory(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	runs, err := m.prepare(ctx, p, m.cfg.replies, false)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		first error
+	)
+	sem := make(chan struct{}, m.cfg.concurrency)
+	cpu0, err := m.cpu()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	for _, run := range runs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t0 := time.Now()
+			var firstAt, last time.Time
+			n := 0
+			err := run(ctx, "go", func() {
+				now := time.Now()
+				if n == 0 {
+					firstAt = now
+				}
+				last = now
+				n++
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil && n != m.cfg.deltas {
+				err = fmt.Errorf("%d of %d text events", n, m.cfg.deltas)
+			}
+			if err != nil {
+				err = fmt.Errorf("after %d text events in %s: %w", n, time.Since(t0).Round(time.Millisecond), err)
+			}
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				return
+			}
+			res.ttfe = append(res.ttfe, firstAt.Sub(t0))
+			res.perEvent = append(res.perEvent, last.Sub(firstAt)/time.Duration(max(n-1, 1)))
+			res.events += n
+		})
+	}
+	wg.Wait()
+	res.wall = time.Since(start)
+	cpu1, err := m.cpu()
+	if err != nil {
+		return nil, err
+	}
+	res.cpu = cpu1 - cpu0
+	if first != nil {
+		return nil, fmt.Errorf("a stream failed: %w", first)
+	}
+	return res, nil
+}
+
+// memory holds cfg.held streams open after their first event and returns
+// the middle process's RSS growth per stream.
+func (m *measurer) memory(ctx context.Context, p path) (float64, error) {
+	holds, err := m.prepare(ctx, p, m.cfg.held, true)
+	if err != nil {
+		return 0, err
+	}
+	before, err := sidecarproc.ReadProc(p.pid)
+	if err != nil {
+		return 0, err
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var opened, wg sync.WaitGroup
+	opened.Add(len(holds))
+	errs := make(chan error, len(holds))
+	for _, h := range holds {
+		wg.Go(func() {
+			once := sync.OnceFunc(opened.Done)
+			defer once()
+			if err := h(hctx, holdText, once); err != nil && hctx.Err() == nil {
+				errs <- err
+			}
+		})
+	}
+	opened.Wait()
+	during, err := sidecarproc.ReadProc(p.pid)
+	cancel()
+	wg.Wait()
+	close(errs)
+	if err != nil {
+		return 0, err
+	}
+	if err := <-errs; err != nil {
+		return 0, fmt.Errorf("a held stream failed: %w", err)
+	}
+	return (during.RSSMiB - before.RSSMiB) / float64(len(holds)), nil
+}
+
+func printTable(out io.Writer, runNo int, paths []path, results map[string]*result) {
+	fmt.Fprintf(out, "\nrun %d\n%-10s %10s %10s %14s %10s %16s %13s\n", runNo, "path", "TTFE p50", "TTFE p99", "per-event p50", "events/s", "KiB/open stream", "CPU ms/reply")
+	rate := func(r *result) float64 { return float64(r.events) / r.wall.Seconds() }
+	cpu := func(r *result) float64 { return float64(r.cpu) / float64(time.Millisecond) / float64(len(r.ttfe)) }
+	for _, p := range paths {
+		r := results[p.name]
+		mem := "-"
+		if r.mibPerStream >= 0 {
+			mem = fmt.Sprintf("%.1f", r.mibPerStream*1024)
+		}
+		fmt.Fprintf(out, "%-10s %10s %10s %14s %10.0f %16s %13.2f\n", p.name,
+			percentile.Of(r.ttfe, 50).Round(10*time.Microsecond), percentile.Of(r.ttfe, 99).Round(10*time.Microsecond),
+			percentile.Of(r.perEvent, 50).Round(time.Microsecond), rate(r), mem, cpu(r))
+	}
+	d, px, a := results["direct"], results["proxy"], results["adk2goose"]
+	if d == nil || px == nil || a == nil {
+		return
+	}
+	ms := func(x time.Duration) float64 { return float64(x) / float64(time.Millisecond) }
+	fmt.Fprintf(out, "adk2goose: TTFE p50 +%.2f ms over direct, p99 x%.1f direct's; events/s x%.2f the proxy's; memory/stream x%.1f the proxy's; CPU/reply x%.2f direct's\n",
+		ms(percentile.Of(a.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(a.ttfe, 99), percentile.Of(d.ttfe, 99)),
+		rate(a)/rate(px), a.mibPerStream/px.mibPerStream, cpu(a)/cpu(d))
+	fmt.Fprintf(out, "proxy:     TTFE p50 +%.2f ms over direct, p99 x%.1f direct's; events/s x%.2f direct's; CPU/reply x%.2f direct's\n",
+		ms(percentile.Of(px.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(px.ttfe, 99), percentile.Of(d.ttfe, 99)),
+		rate(px)/rate(d), cpu(px)/cpu(d))
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}

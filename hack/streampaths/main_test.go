@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMain runs the roles this binary is started in by the tool (the test
+// binary is os.Executable here).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		if role, ok := roles[os.Args[1]]; ok {
+			if err := role(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			os.Exit(0)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// A small run through every path with the real adk2goose binary: every
+// stream completes and the table has each path and the ratios.
+func TestRunMeasuresEveryPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds adk2goose and starts processes")
+	}
+	bin := filepath.Join(t.TempDir(), "adk2goose")
+	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/adk2goose/goose-operator/cmd/adk2goose").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var out strings.Builder
+	cfg := config{binary: bin, replies: 6, deltas: 5, concurrency: 3, held: 4, runs: 1, paths: "direct,proxy,adk2goose"}
+	if err := run(t.Context(), cfg, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"\ndirect ", "\nproxy ", "\nadk2goose ", "adk2goose: TTFE p50 +", "proxy:     TTFE p50 +"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
