@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -242,13 +241,6 @@ func (r *recorder) Flush() {
 		r.WriteHeader(http.StatusOK)
 	}
 	_ = http.NewResponseController(r.ResponseWriter).Flush()
-	// A stream yields after each event it sent. Otherwise a goroutine
-	// with events queued writes them all before the next one runs: with
-	// 50 streams on 2 cores the events of each reached its client in
-	// bursts, and a new stream's first event waited behind whole bursts
-	// (BenchmarkStreamPaths at concurrency 50: first event p50 77-110 ms
-	// before, 45-51 ms after, events spaced as goose sent them).
-	runtime.Gosched()
 }
 
 func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
