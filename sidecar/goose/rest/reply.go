@@ -35,13 +35,25 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 		}
 		parent := ctx
 		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
+		// finished: goose sent Finish; the body is then read to its end
+		// in the background, which releases the request and the stream
+		// (finishBody).
+		finished := false
+		defer func() {
+			if !finished {
+				cancel()
+			}
+		}()
 		st := &stream{cancel: cancel}
 		if !c.track(st) {
 			yield(nil, fmt.Errorf("failed to send reply: %w", errClientClosed))
 			return
 		}
-		defer c.untrack(st)
+		defer func() {
+			if !finished {
+				c.untrack(st)
+			}
+		}()
 
 		// ended picks the last value once the HTTP exchange failed.
 		ended := func(err error) {
@@ -73,7 +85,17 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 			ended(fmt.Errorf("failed to send reply: %w", err))
 			return
 		}
-		defer func() { _ = resp.Body.Close() }() // not drained: that would wait for the agent
+		defer func() {
+			if finished {
+				// Still tracked: Close cuts it.
+				go func() {
+					finishBody(resp.Body, cancel)
+					c.untrack(st)
+				}()
+				return
+			}
+			_ = resp.Body.Close() // not drained: that would wait for the agent
+		}()
 		if resp.StatusCode != http.StatusOK {
 			yield(nil, fmt.Errorf("failed to send reply: %w", statusError(resp, goose.ErrSessionNotFound)))
 			return
@@ -106,6 +128,9 @@ func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMess
 			}
 			var done bool
 			buf, done, err = d.feed(ev.Data, buf[:0])
+			// goose finished the reply: only the stream's end is left,
+			// whether or not the consumer takes every event.
+			finished = done && err == nil
 			for _, e := range buf {
 				if parent.Err() != nil {
 					// Frames already buffered are not yielded once ctx is
@@ -157,6 +182,24 @@ func userMessage(text string, now time.Time) (wireMessage, error) {
 		Content:  []json.RawMessage{content},
 		Metadata: wireMetadata{UserVisible: true, AgentVisible: true},
 	}, nil
+}
+
+// finishTimeout bounds finishBody: goosed ends a reply's stream right after
+// its Finish (reference §3), so the rest is at most the chunked encoding's
+// end.
+const finishTimeout = time.Second
+
+// finishBody reads the rest of a finished reply, so that net/http keeps its
+// connection for the next reply instead of goose taking a new one (a dial
+// and an accept before each first event), then releases the request. A
+// stream that does not end within finishTimeout is cut, and its connection
+// with it.
+func finishBody(body io.ReadCloser, cancel context.CancelFunc) {
+	defer cancel()
+	t := time.AfterFunc(finishTimeout, cancel)
+	defer t.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	_ = body.Close()
 }
 
 // waitingBody calls the reply's goose.WaitHook, if any, before each read of
