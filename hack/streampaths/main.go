@@ -316,15 +316,7 @@ func oneRun(ctx context.Context, cfg config, runNo int, out io.Writer) error {
 				return nil, err
 			}
 			return func(ctx context.Context, text string, onEvent func()) error {
-				for ev, err := range c.Reply(ctx, s.ID, goose.UserMessage{Text: text}) {
-					if err != nil {
-						return err
-					}
-					if _, ok := ev.(*goose.TextDelta); ok {
-						onEvent()
-					}
-				}
-				return nil
+				return goosetest.ReplyDeltas(ctx, c, s.ID, text, onEvent)
 			}, nil
 		}, nil
 	}

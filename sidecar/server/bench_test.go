@@ -143,15 +143,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 				return nil, err
 			}
 			return func(ctx context.Context, text string, onEvent func()) error {
-				for ev, err := range c.Reply(ctx, s.ID, goose.UserMessage{Text: text}) {
-					if err != nil {
-						return err
-					}
-					if _, ok := ev.(*goose.TextDelta); ok {
-						onEvent()
-					}
-				}
-				return nil
+				return goosetest.ReplyDeltas(ctx, c, s.ID, text, onEvent)
 			}, nil
 		}
 	}
