@@ -69,18 +69,7 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config) (bool, error) {
-	gap := cfg.replyTime / time.Duration(max(cfg.deltas-1, 1))
-	script := func(string, string) goosetest.Reply {
-		steps := make([]goosetest.Step, 0, cfg.deltas+1)
-		for i := range cfg.deltas {
-			step := goosetest.Step{Text: fmt.Sprintf("token%03d ", i)}
-			if i > 0 {
-				step.Delay = gap
-			}
-			steps = append(steps, step)
-		}
-		return goosetest.Reply{Steps: append(steps, goosetest.Step{Usage: &goosetest.UsageStep{Input: 10, Output: int64(cfg.deltas)}})}
-	}
+	script := func(string, string) goosetest.Reply { return goosetest.PacedDeltas(cfg.deltas, cfg.replyTime) }
 	var g fakeGoose
 	switch cfg.flavor {
 	case "serve":

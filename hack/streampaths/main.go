@@ -158,28 +158,15 @@ func serveFake(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	gap := *replyTime / time.Duration(max(*deltas-1, 1))
 	script := func(_ string, text string) goosetest.Reply {
 		if text == holdText {
 			return goosetest.Reply{Steps: []goosetest.Step{{Text: "first"}, {Delay: time.Hour, Text: "last"}}}
 		}
-		steps := make([]goosetest.Step, 0, *deltas+1)
-		for i := range *deltas {
-			step := goosetest.Step{Text: fmt.Sprintf("token%03d ", i)}
-			if i > 0 {
-				step.Delay = gap
-			}
-			steps = append(steps, step)
-		}
-		return goosetest.Reply{Steps: append(steps, goosetest.Step{Usage: &goosetest.UsageStep{Input: 10, Output: int64(*deltas)}})}
+		return goosetest.PacedDeltas(*deltas, *replyTime)
 	}
 	fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script, PingInterval: time.Minute})
 	defer fake.Close()
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("failed to listen: %w", err)
-	}
-	control := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	starts := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		n := 0
 		for _, r := range fake.Requests() {
 			if r.Path == "/agent/resume" { // every session start ends with it
@@ -187,14 +174,10 @@ func serveFake(args []string) error {
 			}
 		}
 		_, _ = fmt.Fprint(w, n)
-	})}
-	go func() { _ = control.Serve(ln) }()
-	defer func() { _ = control.Close() }()
-	if err := json.NewEncoder(os.Stdout).Encode(childInfo{URL: fake.URL, Secret: fake.SecretKey, Control: "http://" + ln.Addr().String()}); err != nil {
-		return err
-	}
-	untilStdinCloses()
-	return nil
+	})
+	return serveRole(starts, func(control string) childInfo {
+		return childInfo{URL: fake.URL, Secret: fake.SecretKey, Control: control}
+	})
 }
 
 // serveProxy runs a plain reverse proxy to -target that flushes every
@@ -217,14 +200,20 @@ func serveProxy(args []string) error {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout = 0, 1<<16, 10*time.Second
 	proxy.Transport = tr
+	return serveRole(proxy, func(u string) childInfo { return childInfo{URL: u} })
+}
+
+// serveRole serves h on a new loopback port, prints info(its URL) as the
+// child's first line, and serves until the parent closes stdin.
+func serveRole(h http.Handler, info func(url string) childInfo) error {
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("failed to listen: %w", err)
 	}
-	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() { _ = srv.Close() }()
-	if err := json.NewEncoder(os.Stdout).Encode(childInfo{URL: "http://" + ln.Addr().String()}); err != nil {
+	if err := json.NewEncoder(os.Stdout).Encode(info("http://" + ln.Addr().String())); err != nil {
 		return err
 	}
 	untilStdinCloses()
@@ -291,12 +280,6 @@ func oneRun(ctx context.Context, cfg config, runNo int, out io.Writer) error {
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout = 0, 1<<16, 10*time.Second
 	defer tr.CloseIdleConnections()
 	clients := map[bool]*http.Client{false: {Transport: tr}, true: {Transport: &http.Transport{DisableKeepAlives: true}}}
-	// The proxy's clients open a connection per stream: over pooled ones a
-	// stream through net/http's ReverseProxy broke now and then (after 0 or
-	// 1 events, unexpected EOF: the proxy saw its client connection fail)
-	// when the goose REST client had left the previous stream on that pool
-	// right after Finish; not seen on the other paths.
-	proxyClient := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	viaGoose := func(u string, streams *http.Client) (func(context.Context, int, bool) (streamFunc, error), error) {
 		var rc [2]*rest.Client
 		for i, hc := range []*http.Client{streams, clients[true]} {
@@ -324,7 +307,13 @@ func oneRun(ctx context.Context, cfg config, runNo int, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	proxied, err := viaGoose(proxy.info.URL, proxyClient)
+	// The proxy's clients open a connection per stream, as held streams do:
+	// over pooled ones a stream through net/http's ReverseProxy broke now
+	// and then (after 0 or 1 events, unexpected EOF: the proxy saw its
+	// client connection fail) when the goose REST client had left the
+	// previous stream on that pool right after Finish; not seen on the
+	// other paths.
+	proxied, err := viaGoose(proxy.info.URL, clients[true])
 	if err != nil {
 		return err
 	}

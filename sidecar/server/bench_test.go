@@ -67,15 +67,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 			// the others were still opening would not count in the memory.
 			return goosetest.Reply{Steps: []goosetest.Step{{Text: "first"}, {Delay: 10 * time.Minute, Text: "last"}}}
 		}
-		steps := make([]goosetest.Step, 0, deltas+1)
-		for i := range deltas {
-			step := goosetest.Step{Text: fmt.Sprintf("token%03d ", i)}
-			if i > 0 {
-				step.Delay = *benchReplyTime / (deltas - 1)
-			}
-			steps = append(steps, step)
-		}
-		return goosetest.Reply{Steps: append(steps, goosetest.Step{Usage: &goosetest.UsageStep{Input: 10, Output: deltas}})}
+		return goosetest.PacedDeltas(deltas, *benchReplyTime)
 	}
 	fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script, PingInterval: time.Minute})
 	defer fake.Close()

@@ -58,7 +58,7 @@ func Start(ctx context.Context, o Options) (*Sidecar, error) {
 			return nil, fmt.Errorf("failed to write the sidecar's %s: %w", name, err)
 		}
 	}
-	addr, err := FreeAddr(ctx)
+	addr, err := freeAddr(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +104,8 @@ func Start(ctx context.Context, o Options) (*Sidecar, error) {
 	}
 }
 
-// FreeAddr is a loopback address with a port nobody listens on.
-func FreeAddr(ctx context.Context) (string, error) {
+// freeAddr is a loopback address with a port nobody listens on.
+func freeAddr(ctx context.Context) (string, error) {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("failed to find a free port: %w", err)

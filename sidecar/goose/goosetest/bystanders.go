@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 )
@@ -27,6 +28,22 @@ func WithBystanders(faulty func(text string) Reply) Script {
 		}
 		return faulty(text)
 	}
+}
+
+// PacedDeltas is a reply of n text deltas spread evenly over d (the first
+// at once; d 0: as fast as goose can) and one usage step: a model's answer,
+// as the load tools and benchmarks stream it.
+func PacedDeltas(n int, d time.Duration) Reply {
+	gap := d / time.Duration(max(n-1, 1))
+	steps := make([]Step, 0, n+1)
+	for i := range n {
+		step := Step{Text: fmt.Sprintf("token%03d ", i)}
+		if i > 0 {
+			step.Delay = gap
+		}
+		steps = append(steps, step)
+	}
+	return Reply{Steps: append(steps, Step{Usage: &UsageStep{Input: 10, Output: int64(n)}})}
 }
 
 // Deltas is a reply of n text deltas "prefix0 ", "prefix1 ", ... and one
