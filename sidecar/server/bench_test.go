@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"testing"
@@ -51,7 +52,9 @@ import (
 // default 200), -stream-reply-time (goose's pace: a reply's deltas spread
 // over it; default 0, as fast as it can, which saturates the machine),
 // -stream-history (events of earlier sessions stored first, default 0),
-// -stream-cpuprofile (a CPU profile of each path's throughput phase).
+// -stream-cpuprofile (a CPU profile of each path's throughput phase),
+// -stream-trace (an execution trace of it), -stream-breakdown (the
+// adk2goose path's time to first event by stage, from the sidecar's spans).
 // hack/streampaths measures the same paths with each server in its own
 // process. Run: go test -run '^$' -bench StreamPaths -benchtime 1x ./sidecar/server/
 func BenchmarkStreamPaths(b *testing.B) {
@@ -93,7 +96,11 @@ func BenchmarkStreamPaths(b *testing.B) {
 		return c
 	}
 	sidecarBackend := newClient(fake.URL)
-	sc := startSidecar(b, sidecarBackend, b.TempDir(), func(cfg *server.Config) { cfg.StartGooseOnCreate = *benchEarly })
+	breakdown := newTTFEBreakdown()
+	sc := startSidecar(b, sidecarBackend, b.TempDir(), func(cfg *server.Config) {
+		cfg.StartGooseOnCreate = *benchEarly
+		breakdown.configure(cfg)
+	})
 	seedHistory(b, sc.srv.SessionService(), *benchHistory)
 
 	type path struct {
@@ -158,6 +165,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 				j, _ := json.Marshal(runBody("u", id, text, true))
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, entry.URL+"/run_sse", bytes.NewReader(j))
 				req.Header.Set("X-API-Key", testToken)
+				breakdown.sent(id, time.Now())
 				resp, err := sseClient.Do(req)
 				if err != nil {
 					return err
@@ -170,6 +178,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 						return nil
 					}
 					if bytes.HasPrefix(line, []byte(`data: {`)) && bytes.Contains(line, []byte(`"partial":true`)) {
+						breakdown.firstEvent(id, time.Now())
 						onEvent()
 					}
 				}
@@ -192,6 +201,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 		bytesPerStream float64
 	}
 	results := map[string]*result{}
+	var breakdownOut strings.Builder
 	for _, p := range paths {
 		b.Run(p.name, func(b *testing.B) {
 			res := &result{}
@@ -208,6 +218,10 @@ func BenchmarkStreamPaths(b *testing.B) {
 				sem := make(chan struct{}, concurrency)
 				var wg sync.WaitGroup
 				stopProfile := startPhaseProfile(b, p.name)
+				stopTrace := startPhaseTrace(b, p.name)
+				if p.name == "adk2goose" {
+					breakdown.reset()
+				}
 				start, cpu0 := time.Now(), processCPU()
 				for _, run := range runs {
 					wg.Add(1)
@@ -240,6 +254,12 @@ func BenchmarkStreamPaths(b *testing.B) {
 				res.wall += time.Since(start)
 				res.cpu += processCPU() - cpu0
 				stopProfile()
+				stopTrace()
+				if p.name == "adk2goose" {
+					if err := breakdown.report(&breakdownOut); err != nil {
+						b.Error(err)
+					}
+				}
 
 				// Memory: hold `held` streams open after their first event.
 				holds := make([]func(context.Context, string, func()) error, held)
@@ -307,6 +327,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 	fmt.Fprintf(&out, "forwarded vs adk2goose (the cost of a replica hop): TTFE p50 x%.1f, per-event x%.1f, events/s x%.2f, memory/stream x%.1f, CPU/reply x%.1f\n",
 		ratio(percentile.Of(f.ttfe, 50), percentile.Of(a.ttfe, 50)), ratio(percentile.Of(f.perEvent, 50), percentile.Of(a.perEvent, 50)),
 		rate(f)/rate(a), f.bytesPerStream/a.bytesPerStream, ratio(f.cpu, a.cpu))
+	out.WriteString(breakdownOut.String())
 	fmt.Fprint(os.Stdout, out.String())
 }
 
@@ -331,6 +352,32 @@ func startPhaseProfile(b *testing.B, path string) (stop func()) {
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
+var benchTrace = flag.String("stream-trace", "",
+	"BenchmarkStreamPaths: write an execution trace of each path's throughput phase to <this prefix>-<path>.trace "+
+		"(go tool trace -pprof=net|sync|sched <file> shows where streams wait)")
+
+// startPhaseTrace starts an execution trace of one path's throughput phase
+// when -stream-trace is set; the returned func stops it.
+func startPhaseTrace(b *testing.B, path string) (stop func()) {
+	b.Helper()
+	if *benchTrace == "" {
+		return func() {}
+	}
+	f, err := os.Create(*benchTrace + "-" + path + ".trace")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		trace.Stop()
 		if err := f.Close(); err != nil {
 			b.Error(err)
 		}

@@ -1,0 +1,211 @@
+package server_test
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/adk2goose/goose-operator/internal/percentile"
+	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/server"
+)
+
+var benchBreakdown = flag.Bool("stream-breakdown", false,
+	"BenchmarkStreamPaths: trace the adk2goose path's turns with the sidecar's own OpenTelemetry spans and print "+
+		"where its time to first event goes (tracing's cost then shows in that path's figures too)")
+
+// ttfeBreakdown splits the adk2goose path's time to first event into the
+// stages the sidecar's spans mark: the request reaching the sidecar (the
+// server span), the session load and runner (adk-go's invoke_agent), the
+// goose session, goose's first token (goose.prompt to its first_event),
+// and the event reaching the client. It needs no hooks in the sidecar: the
+// spans are the ones an operator sees with tracing on.
+type ttfeBreakdown struct {
+	spans  *tracetest.InMemoryExporter
+	mu     sync.Mutex
+	client map[string]*clientTurn // by ADK session id
+}
+
+type clientTurn struct{ start, first time.Time }
+
+// newTTFEBreakdown is nil unless -stream-breakdown is set; a nil one does
+// nothing.
+func newTTFEBreakdown() *ttfeBreakdown {
+	if !*benchBreakdown {
+		return nil
+	}
+	_, exp := tracing()
+	return &ttfeBreakdown{spans: exp, client: map[string]*clientTurn{}}
+}
+
+// configure turns tracing on in a sidecar's config.
+func (bd *ttfeBreakdown) configure(cfg *server.Config) {
+	if bd != nil {
+		cfg.TracerProvider, _ = tracing()
+	}
+}
+
+// reset forgets the turns and spans so far.
+func (bd *ttfeBreakdown) reset() {
+	if bd == nil {
+		return
+	}
+	bd.spans.Reset()
+	bd.mu.Lock()
+	defer bd.mu.Unlock()
+	clear(bd.client)
+}
+
+// sent notes when the client sent a turn of session id; firstEvent when
+// its first event arrived.
+func (bd *ttfeBreakdown) sent(id string, at time.Time) {
+	if bd == nil {
+		return
+	}
+	bd.mu.Lock()
+	defer bd.mu.Unlock()
+	bd.client[id] = &clientTurn{start: at}
+}
+
+func (bd *ttfeBreakdown) firstEvent(id string, at time.Time) {
+	if bd == nil {
+		return
+	}
+	bd.mu.Lock()
+	defer bd.mu.Unlock()
+	if c := bd.client[id]; c != nil && c.first.IsZero() {
+		c.first = at
+	}
+}
+
+// breakdownStages name the intervals between the marks, in order.
+var breakdownStages = []string{
+	"request reaches the sidecar (client write, HTTP, auth)",
+	"body, run decoding, session load, runner",
+	"goose session (found or started)",
+	"goose's first token (request to goose, its answer back)",
+	"event reaches the client (encode, write, client read)",
+}
+
+// report prints each stage's p50 and p90 over the turns whose marks were
+// all found, and the TTFE they add up to.
+func (bd *ttfeBreakdown) report(w io.Writer) error {
+	if bd == nil {
+		return nil
+	}
+	type marks struct {
+		server, invoke, prompt, first time.Time
+		session                       string
+	}
+	byTrace := map[trace.TraceID]*marks{}
+	for _, s := range bd.spans.GetSpans() {
+		m := byTrace[s.SpanContext.TraceID()]
+		if m == nil {
+			m = &marks{}
+			byTrace[s.SpanContext.TraceID()] = m
+		}
+		switch {
+		case s.Name == "POST /run_sse":
+			m.server = s.StartTime
+		case strings.HasPrefix(s.Name, "invoke_agent "):
+			m.invoke = s.StartTime
+		case s.Name == gooseagent.SpanPrompt:
+			m.prompt = s.StartTime
+			for _, a := range s.Attributes {
+				if a.Key == "gen_ai.conversation.id" {
+					m.session = a.Value.AsString()
+				}
+			}
+			for _, e := range s.Events {
+				if e.Name == "first_event" {
+					m.first = e.Time
+				}
+			}
+		}
+	}
+	bd.mu.Lock()
+	defer bd.mu.Unlock()
+	stages := make([][]time.Duration, len(breakdownStages))
+	var total []time.Duration
+	for _, m := range byTrace {
+		c := bd.client[m.session]
+		if c == nil || c.first.IsZero() || m.server.IsZero() || m.invoke.IsZero() || m.prompt.IsZero() || m.first.IsZero() {
+			continue
+		}
+		at := []time.Time{c.start, m.server, m.invoke, m.prompt, m.first, c.first}
+		for i := range stages {
+			stages[i] = append(stages[i], at[i+1].Sub(at[i]))
+		}
+		total = append(total, c.first.Sub(c.start))
+	}
+	if len(total) == 0 {
+		return fmt.Errorf("no turn had all its marks: %d traces, %d client turns", len(byTrace), len(bd.client))
+	}
+	fmt.Fprintf(w, "\nadk2goose time to first event by stage (%d turns, from the sidecar's spans):\n", len(total))
+	fmt.Fprintf(w, "%-58s %10s %10s\n", "stage", "p50", "p90")
+	for i, name := range breakdownStages {
+		fmt.Fprintf(w, "%-58s %10s %10s\n", name, percentile.Of(stages[i], 50).Round(10*time.Microsecond), percentile.Of(stages[i], 90).Round(10*time.Microsecond))
+	}
+	fmt.Fprintf(w, "%-58s %10s %10s\n", "time to first event", percentile.Of(total, 50).Round(10*time.Microsecond), percentile.Of(total, 90).Round(10*time.Microsecond))
+	return nil
+}
+
+// TestTTFEBreakdownOfOneTurn: one traced turn is found by its session,
+// its stages follow each other and add up to its time to first event; a
+// client turn the sidecar never traced is left out.
+func TestTTFEBreakdownOfOneTurn(t *testing.T) {
+	_, exp := tracing()
+	bd := &ttfeBreakdown{spans: exp, client: map[string]*clientTurn{}}
+	var out strings.Builder
+	if err := bd.report(&out); err == nil {
+		t.Fatalf("report with no turn: no error, printed %q", out.String())
+	}
+	i := slices.IndexFunc(flavours, func(f flavour) bool { return f.name == "goosed" })
+	sc := startSidecar(t, flavours[i].start(t, goosetest.Echo), t.TempDir(), bd.configure)
+	sc.createSession("u", "s1")
+	bd.sent("never-sent", time.Now())
+	bd.sent("s1", time.Now())
+	frames := sc.runSSEWith(runBody("u", "s1", "hello", true), "")
+	bd.firstEvent("s1", time.Now()) // after the last event: still after the first
+	if len(frames) == 0 {
+		t.Fatal("the turn streamed no event")
+	}
+	if err := bd.report(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "(1 turns,") {
+		t.Fatalf("want exactly the traced turn:\n%s", out.String())
+	}
+	var sum, total time.Duration
+	for _, line := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		p50, err := time.ParseDuration(f[len(f)-2])
+		if err != nil {
+			continue // the header
+		}
+		if p50 < 0 {
+			t.Errorf("negative stage: %s", line)
+		}
+		if strings.HasPrefix(line, "time to first event") {
+			total = p50
+		} else {
+			sum += p50
+		}
+	}
+	// Each stage is rounded to 10µs.
+	if total <= 0 || (sum-total).Abs() > 50*time.Microsecond {
+		t.Errorf("stages add up to %s, time to first event %s:\n%s", sum, total, out.String())
+	}
+}
