@@ -186,7 +186,7 @@ func TestTTFEBreakdownOfOneTurn(t *testing.T) {
 		t.Fatalf("want exactly the traced turn:\n%s", out.String())
 	}
 	var sum, total time.Duration
-	for _, line := range strings.Split(out.String(), "\n") {
+	for line := range strings.SplitSeq(out.String(), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 3 {
 			continue
