@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -171,11 +172,21 @@ func BenchmarkStreamPaths(b *testing.B) {
 					return err
 				}
 				defer resp.Body.Close()
-				r := bufio.NewReaderSize(resp.Body, 64<<10)
+				// The buffer the goose REST client reads /reply with (8 KiB):
+				// the paths' clients hold the same per stream.
+				r := bufio.NewReaderSize(resp.Body, 8<<10)
+				var long []byte // a line longer than the buffer, so far
 				for {
 					line, err := r.ReadSlice('\n')
+					if errors.Is(err, bufio.ErrBufferFull) {
+						long = append(long, line...)
+						continue
+					}
 					if err != nil {
 						return nil
+					}
+					if long != nil {
+						line, long = append(long, line...), nil
 					}
 					if bytes.HasPrefix(line, []byte(`data: {`)) && bytes.Contains(line, []byte(`"partial":true`)) {
 						breakdown.firstEvent(id, time.Now())
@@ -286,6 +297,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 				opened.Wait()
 				runtime.GC()
 				runtime.ReadMemStats(&during)
+				writeHeldProfiles(b, p.name)
 				cancel()
 				hwg.Wait()
 				inuse := func(m runtime.MemStats) float64 { return float64(m.HeapInuse + m.StackInuse) }
@@ -352,6 +364,30 @@ func startPhaseProfile(b *testing.B, path string) (stop func()) {
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
+var benchMemProfile = flag.String("stream-memprofile", "",
+	"BenchmarkStreamPaths: write heap and goroutine profiles of each path's held streams to <this prefix>-<path>.{heap,goroutine}.prof")
+
+// writeHeldProfiles writes the heap and goroutine profiles while a path's
+// streams are held open, when -stream-memprofile is set.
+func writeHeldProfiles(b *testing.B, path string) {
+	b.Helper()
+	if *benchMemProfile == "" {
+		return
+	}
+	for _, name := range []string{"heap", "goroutine"} {
+		f, err := os.Create(*benchMemProfile + "-" + path + "." + name + ".prof")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+			b.Error(err)
+		}
 		if err := f.Close(); err != nil {
 			b.Error(err)
 		}
