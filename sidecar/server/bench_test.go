@@ -54,7 +54,8 @@ import (
 // over it; default 0, as fast as it can, which saturates the machine),
 // -stream-history (events of earlier sessions stored first, default 0),
 // -stream-cpuprofile (a CPU profile of each path's throughput phase),
-// -stream-trace (an execution trace of it), -stream-breakdown (the
+// -stream-trace (an execution trace of it), -stream-memprofile (heap and
+// goroutine profiles with the streams held open), -stream-breakdown (the
 // adk2goose path's time to first event by stage, from the sidecar's spans).
 // hack/streampaths measures the same paths with each server in its own
 // process. Run: go test -run '^$' -bench StreamPaths -benchtime 1x ./sidecar/server/
