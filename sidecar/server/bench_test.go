@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -349,75 +350,54 @@ var benchEarly = flag.Bool("stream-early-start", true, "BenchmarkStreamPaths: st
 var benchProfile = flag.String("stream-cpuprofile", "",
 	"BenchmarkStreamPaths: write a CPU profile of each path's throughput phase to <this prefix>-<path>.prof")
 
+var benchTrace = flag.String("stream-trace", "",
+	"BenchmarkStreamPaths: write an execution trace of each path's throughput phase to <this prefix>-<path>.trace "+
+		"(go tool trace -pprof=net|sync|sched <file> shows where streams wait)")
+
+var benchMemProfile = flag.String("stream-memprofile", "",
+	"BenchmarkStreamPaths: write heap and goroutine profiles of each path's held streams to <this prefix>-<path>.{heap,goroutine}.prof")
+
 // startPhaseProfile starts a CPU profile of one path's throughput phase
 // when -stream-cpuprofile is set; the returned func stops it.
 func startPhaseProfile(b *testing.B, path string) (stop func()) {
 	b.Helper()
-	if *benchProfile == "" {
+	return startCapture(b, *benchProfile, path+".prof", pprof.StartCPUProfile, pprof.StopCPUProfile)
+}
+
+// startPhaseTrace does the same for an execution trace (-stream-trace).
+func startPhaseTrace(b *testing.B, path string) (stop func()) {
+	b.Helper()
+	return startCapture(b, *benchTrace, path+".trace", trace.Start, trace.Stop)
+}
+
+// startCapture, when prefix is set, creates <prefix>-<name> and starts
+// writing to it; the returned func stops and closes it.
+func startCapture(b *testing.B, prefix, name string, start func(io.Writer) error, stop func()) func() {
+	b.Helper()
+	if prefix == "" {
 		return func() {}
 	}
-	f, err := os.Create(*benchProfile + "-" + path + ".prof")
+	f, err := os.Create(prefix + "-" + name)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		b.Fatal(err)
 	}
 	return func() {
-		pprof.StopCPUProfile()
+		stop()
 		if err := f.Close(); err != nil {
 			b.Error(err)
 		}
 	}
 }
-
-var benchMemProfile = flag.String("stream-memprofile", "",
-	"BenchmarkStreamPaths: write heap and goroutine profiles of each path's held streams to <this prefix>-<path>.{heap,goroutine}.prof")
 
 // writeHeldProfiles writes the heap and goroutine profiles while a path's
 // streams are held open, when -stream-memprofile is set.
 func writeHeldProfiles(b *testing.B, path string) {
 	b.Helper()
-	if *benchMemProfile == "" {
-		return
-	}
 	for _, name := range []string{"heap", "goroutine"} {
-		f, err := os.Create(*benchMemProfile + "-" + path + "." + name + ".prof")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
-			b.Error(err)
-		}
-		if err := f.Close(); err != nil {
-			b.Error(err)
-		}
-	}
-}
-
-var benchTrace = flag.String("stream-trace", "",
-	"BenchmarkStreamPaths: write an execution trace of each path's throughput phase to <this prefix>-<path>.trace "+
-		"(go tool trace -pprof=net|sync|sched <file> shows where streams wait)")
-
-// startPhaseTrace starts an execution trace of one path's throughput phase
-// when -stream-trace is set; the returned func stops it.
-func startPhaseTrace(b *testing.B, path string) (stop func()) {
-	b.Helper()
-	if *benchTrace == "" {
-		return func() {}
-	}
-	f, err := os.Create(*benchTrace + "-" + path + ".trace")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := trace.Start(f); err != nil {
-		b.Fatal(err)
-	}
-	return func() {
-		trace.Stop()
-		if err := f.Close(); err != nil {
-			b.Error(err)
-		}
+		startCapture(b, *benchMemProfile, path+"."+name+".prof", func(w io.Writer) error { return pprof.Lookup(name).WriteTo(w, 0) }, func() {})()
 	}
 }
 
