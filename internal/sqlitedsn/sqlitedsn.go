@@ -6,15 +6,25 @@ import (
 	"net/url"
 	"path/filepath"
 
-	// Pure-Go SQLite (modernc.org/sqlite underneath): the same driver adk-go's
-	// database session service is tested with, so one driver, no cgo.
-	_ "github.com/glebarez/go-sqlite"
+	// Pure-Go SQLite, no cgo. modernc.org/sqlite itself rather than the
+	// glebarez fork of its 2023 version that adk-go's tests use: the fork
+	// prepares every statement again on each query (gorm's PrepareStmt
+	// cannot help), and SQLite's parser was 40% of loading a session; here
+	// a load takes 59 µs instead of 129 µs. TimeFormat keeps the fork's
+	// way of storing times.
+	_ "modernc.org/sqlite"
 )
 
 // Driver is the database/sql driver name to open DSN with.
 const Driver = "sqlite"
 
-// DSN builds a DSN for the glebarez driver. WAL lets readers run beside the
+// TimeFormat is how times are stored: "YYYY-MM-DD HH:MM:SS.fffffffff+hh:mm"
+// (DSN _time_format=sqlite), as every earlier sidecar (the glebarez driver)
+// stored them. adk-go orders events and checks a session is not stale by
+// comparing these columns, so one database must not mix two formats.
+const TimeFormat = "2006-01-02 15:04:05.999999999-07:00"
+
+// DSN builds a DSN for modernc.org/sqlite. WAL lets readers run beside the
 // single writer, busy_timeout waits out short write locks, and immediate
 // transactions avoid the lock-upgrade deadlock that busy_timeout cannot
 // resolve.
@@ -24,5 +34,6 @@ func DSN(path string) string {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
+	q.Set("_time_format", "sqlite")
 	return "file:" + filepath.ToSlash(path) + "?" + q.Encode()
 }

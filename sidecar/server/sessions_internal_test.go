@@ -3,11 +3,14 @@ package server
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/adk2goose/goose-operator/internal/sqlitedsn"
 	"google.golang.org/adk/model"
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
@@ -142,4 +145,121 @@ func TestSessionServiceConcurrentWrites(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSessionsWrittenByEarlierSidecars: testdata/sessions-glebarez-driver.db
+// was written by a sidecar on the glebarez driver (a session with app, user
+// and session state, two events). The session loads whole, takes new events
+// (adk-go's stale-session check compares the stored update time with the
+// loaded one), keeps its events in order, and new times are stored in the
+// format the earlier rows use, so ordering by them stays right.
+func TestSessionsWrittenByEarlierSidecars(t *testing.T) {
+	dir := t.TempDir()
+	old, err := os.ReadFile(filepath.Join("testdata", "sessions-glebarez-driver.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SessionsDBFile), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	dbs, svc, err := openSessionService(ctx, filepath.Join(dir, SessionsDBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, db := range dbs {
+			_ = db.Close()
+		}
+	})
+	get := func() session.Session {
+		t.Helper()
+		gr, err := svc.Get(ctx, &session.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gr.Session
+	}
+	s := get()
+	for k, want := range map[string]any{"k": "v", "n": float64(2), "user:x": 1.5, "app:y": "z"} {
+		if got, err := s.State().Get(k); err != nil || got != want {
+			t.Errorf("state %s = %v (%v), want %v", k, got, err, want)
+		}
+	}
+	for _, text := range []string{"three", "four"} {
+		ev := textEvent(text, false)
+		ev.Actions.StateDelta = map[string]any{"n": text}
+		if err := svc.AppendEvent(ctx, s, ev); err != nil {
+			t.Fatalf("append to a session an earlier sidecar wrote: %v", err)
+		}
+	}
+	var texts []string
+	for ev := range get().Events().All() {
+		texts = append(texts, ev.Content.Parts[0].Text)
+	}
+	if got := strings.Join(texts, " "); got != "one two three four" {
+		t.Errorf("events = %q, want them in order", got)
+	}
+	rows, err := dbs[0].QueryContext(ctx, `SELECT CAST(timestamp AS TEXT) FROM events ORDER BY timestamp`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var stored string
+		if err := rows.Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := time.Parse(sqlitedsn.TimeFormat, stored); err != nil {
+			t.Errorf("stored time %q is not in the earlier sidecars' format: %v", stored, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkSessionLoad is the load a run starts with (the session, its last
+// event, app and user state); BenchmarkSessionAppend one event written as a
+// turn writes its answer (a transaction of five statements).
+func BenchmarkSessionLoad(b *testing.B) {
+	svc, s := benchSession(b)
+	req := &session.GetRequest{AppName: s.AppName(), UserID: s.UserID(), SessionID: s.ID(), NumRecentEvents: 1}
+	for b.Loop() {
+		if _, err := svc.Get(b.Context(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSessionAppend(b *testing.B) {
+	svc, s := benchSession(b)
+	for b.Loop() {
+		if err := svc.AppendEvent(b.Context(), s, textEvent("an answer of a few words", false)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchSession opens a session service on a fresh file and creates a
+// session with one event.
+func benchSession(b *testing.B) (*sessionService, session.Session) {
+	b.Helper()
+	dbs, svc, err := openSessionService(b.Context(), filepath.Join(b.TempDir(), SessionsDBFile))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		for _, db := range dbs {
+			_ = db.Close()
+		}
+	})
+	cr, err := svc.Create(b.Context(), &session.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := svc.AppendEvent(b.Context(), cr.Session, textEvent("hello", false)); err != nil {
+		b.Fatal(err)
+	}
+	return svc, cr.Session
 }

@@ -153,6 +153,92 @@ func TestDockerfile(t *testing.T) {
 	for _, d := range sameBuilds(imageBuilds(makeBuild(t)), docker) {
 		t.Error(d)
 	}
+
+	// go mod download needs every directory go.mod replaces a module with.
+	goMod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range missingReplaceDirs(localReplaceDirs(string(goMod)), stages) {
+		t.Error(d)
+	}
+}
+
+// localReplaceDirs returns the directories go.mod's replace directives
+// point to ("=> ./dir"), cleaned ("dir").
+func localReplaceDirs(goMod string) []string {
+	var dirs []string
+	inBlock := false
+	for line := range strings.Lines(goMod) {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "replace (":
+			inBlock = true
+			continue
+		case inBlock && line == ")":
+			inBlock = false
+			continue
+		case !inBlock && !strings.HasPrefix(line, "replace "):
+			continue
+		}
+		_, target, ok := strings.Cut(line, "=>")
+		if f := strings.Fields(target); ok && len(f) > 0 && (strings.HasPrefix(f[0], "./") || strings.HasPrefix(f[0], "../")) {
+			dirs = append(dirs, filepath.Clean(f[0]))
+		}
+	}
+	return dirs
+}
+
+// missingReplaceDirs lists the dirs no COPY of the stage that runs
+// `go mod download` brings in before it.
+func missingReplaceDirs(dirs []string, stages []instructions.Stage) []string {
+	var problems []string
+	for _, s := range stages {
+		var copied []string
+		for _, c := range s.Commands {
+			switch c := c.(type) {
+			case *instructions.CopyCommand:
+				for _, src := range c.SourcePaths {
+					copied = append(copied, filepath.Clean(src))
+				}
+			case *instructions.RunCommand:
+				if !strings.Contains(strings.Join(c.CmdLine, " "), "go mod download") {
+					continue
+				}
+				for _, d := range dirs {
+					if !slices.ContainsFunc(copied, func(src string) bool {
+						return src == "." || src == d || strings.HasPrefix(d, src+string(filepath.Separator))
+					}) {
+						problems = append(problems, fmt.Sprintf("stage %s: go.mod replaces a module with ./%s, which no COPY before `go mod download` brings in", s.Name, d))
+					}
+				}
+			}
+		}
+	}
+	return problems
+}
+
+// TestReplaceDirsMustBeCopied guards missingReplaceDirs: a replace
+// directory the build stage copies only after go mod download is reported.
+func TestReplaceDirsMustBeCopied(t *testing.T) {
+	dirs := localReplaceDirs("module m\n\nreplace a => ./third_party/a\nreplace (\n\tb => ../b\n\tc => example.com/c v1.0.0\n)\n")
+	if want := []string{"third_party/a", "../b"}; !slices.Equal(dirs, want) {
+		t.Fatalf("localReplaceDirs = %q, want %q", dirs, want)
+	}
+	dir := t.TempDir()
+	df := filepath.Join(dir, "Dockerfile")
+	if err := os.WriteFile(df, []byte("FROM golang AS build\nCOPY go.mod go.sum ./\nRUN go mod download\nCOPY third_party/ third_party/\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := missingReplaceDirs([]string{"third_party/a"}, parseStages(t, df)); len(got) != 1 {
+		t.Errorf("a replace dir copied after go mod download: %q, want one problem", got)
+	}
+	if err := os.WriteFile(df, []byte("FROM golang AS build\nCOPY go.mod go.sum ./\nCOPY third_party/ third_party/\nRUN go mod download\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := missingReplaceDirs([]string{"third_party/a"}, parseStages(t, df)); len(got) != 0 {
+		t.Errorf("a replace dir copied first: %q, want none", got)
+	}
 }
 
 // cliOnly are the binaries `make build` builds for people's machines, not

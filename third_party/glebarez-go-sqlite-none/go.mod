@@ -1,0 +1,3 @@
+module github.com/glebarez/go-sqlite
+
+go 1.21
