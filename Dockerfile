@@ -4,8 +4,6 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
-# go.mod replaces a module with a directory of this repository.
-COPY third_party/ third_party/
 RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/

@@ -4,17 +4,19 @@ go 1.26.0
 
 require (
 	github.com/a2aproject/a2a-go/v2 v2.3.1
-	github.com/glebarez/sqlite v1.8.0
 	github.com/modelcontextprotocol/go-sdk v1.4.1
 	github.com/prometheus/client_golang v1.24.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/adk v1.7.0
 	google.golang.org/genai v1.57.0
+	gorm.io/driver/sqlite v1.6.0
 	modernc.org/sqlite v1.61.1
 )
 
 require (
 	github.com/glebarez/go-sqlite v1.21.1 // indirect
+	github.com/glebarez/sqlite v1.8.0 // indirect
+	github.com/mattn/go-sqlite3 v1.14.22 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
@@ -168,7 +170,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-// The glebarez driver is replaced by an empty package: modernc.org/sqlite is
-// the driver (see third_party/glebarez-go-sqlite-none).
-replace github.com/glebarez/go-sqlite => ./third_party/glebarez-go-sqlite-none

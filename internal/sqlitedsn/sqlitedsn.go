@@ -10,9 +10,10 @@ import (
 	// glebarez fork of its 2023 version that adk-go's tests use: the fork
 	// prepares every statement again on each query (gorm's PrepareStmt
 	// cannot help), and SQLite's parser was 40% of loading a session
-	// (BenchmarkSessionLoad: 115-132 µs there, 75-77 µs here). TimeFormat
-	// keeps the fork's way of storing times. go.mod replaces the fork with an
-	// empty module: the gorm dialector imports it only to register it.
+	// (BenchmarkSessionLoad: 115-132 µs there, 75-77 µs here). The fork
+	// cannot be linked beside it (both register "sqlite"), so the session
+	// service uses gorm's own SQLite dialector on these connections.
+	// TimeFormat keeps the fork's way of storing times.
 	_ "modernc.org/sqlite"
 )
 

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/glebarez/sqlite"
+	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	gormlogger "gorm.io/gorm/logger"
 
@@ -50,8 +50,11 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *s
 		dbs = append(dbs, db)
 		db.SetMaxOpenConns(conns)
 		db.SetMaxIdleConns(conns)
-		// PrepareStmt: gorm then prepares each statement once per
-		// connection; SQLite's parser was a tenth of a run's CPU.
+		// gorm's SQLite dialector on db (modernc.org/sqlite, see
+		// sqlitedsn): its own driver, mattn's cgo one, is never opened (and
+		// is a stub in the CGO_ENABLED=0 images). PrepareStmt: gorm then
+		// prepares each statement once per connection; SQLite's parser was
+		// a tenth of a run's CPU.
 		svc, err := database.NewSessionService(&sqlite.Dialector{Conn: db}, &gorm.Config{
 			Logger:         gormlogger.Default.LogMode(gormlogger.Silent),
 			PrepareStmt:    true,

@@ -148,11 +148,11 @@ func TestSessionServiceConcurrentWrites(t *testing.T) {
 }
 
 // TestSessionsWrittenByEarlierSidecars: testdata/sessions-glebarez-driver.db
-// was written by a sidecar on the glebarez driver (a session with app, user
-// and session state, two events). The session loads whole, takes new events
-// (adk-go's stale-session check compares the stored update time with the
-// loaded one), keeps its events in order, and new times are stored in the
-// format the earlier rows use, so ordering by them stays right.
+// was written by a sidecar on the glebarez driver and dialector (a session
+// with app, user and session state, two events). The session loads whole,
+// takes new events (adk-go's stale-session check compares the stored update
+// time with the loaded one), keeps its events in order, and new times are
+// stored in the format the earlier rows use, so ordering by them stays right.
 func TestSessionsWrittenByEarlierSidecars(t *testing.T) {
 	dir := t.TempDir()
 	old, err := os.ReadFile(filepath.Join("testdata", "sessions-glebarez-driver.db"))

@@ -1,3 +1,0 @@
-module github.com/glebarez/go-sqlite
-
-go 1.21
