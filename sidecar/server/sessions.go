@@ -53,8 +53,9 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *s
 		// gorm's SQLite dialector on db (modernc.org/sqlite, see
 		// sqlitedsn): its own driver, mattn's cgo one, is never opened (and
 		// is a stub in the CGO_ENABLED=0 images). PrepareStmt: gorm then
-		// prepares each statement once per connection; SQLite's parser was
-		// a tenth of a run's CPU.
+		// prepares each statement once per connection (those inside a
+		// transaction, an event's write, are prepared again in each);
+		// SQLite's parser was a tenth of a run's CPU.
 		svc, err := database.NewSessionService(&sqlite.Dialector{Conn: db}, &gorm.Config{
 			Logger:         gormlogger.Default.LogMode(gormlogger.Silent),
 			PrepareStmt:    true,
