@@ -444,23 +444,14 @@ func (m *measurer) measure(ctx context.Context, p path) (*result, error) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			t0 := time.Now()
-			var firstAt, last time.Time
-			n := 0
-			err := run(ctx, "go", func() {
-				now := time.Now()
-				if n == 0 {
-					firstAt = now
-				}
-				last = now
-				n++
-			})
+			tm, err := goosetest.TimeStream(func(onEvent func()) error { return run(ctx, "go", onEvent) })
 			mu.Lock()
 			defer mu.Unlock()
-			if err == nil && n != m.cfg.deltas {
-				err = fmt.Errorf("%d of %d text events", n, m.cfg.deltas)
+			if err == nil && tm.Events != m.cfg.deltas {
+				err = fmt.Errorf("%d of %d text events", tm.Events, m.cfg.deltas)
 			}
 			if err != nil {
-				err = fmt.Errorf("after %d text events in %s: %w", n, time.Since(t0).Round(time.Millisecond), err)
+				err = fmt.Errorf("after %d text events in %s: %w", tm.Events, time.Since(t0).Round(time.Millisecond), err)
 			}
 			if err != nil {
 				if first == nil {
@@ -468,9 +459,9 @@ func (m *measurer) measure(ctx context.Context, p path) (*result, error) {
 				}
 				return
 			}
-			res.ttfe = append(res.ttfe, firstAt.Sub(t0))
-			res.perEvent = append(res.perEvent, last.Sub(firstAt)/time.Duration(max(n-1, 1)))
-			res.events += n
+			res.ttfe = append(res.ttfe, tm.First)
+			res.perEvent = append(res.perEvent, tm.PerEvent)
+			res.events += tm.Events
 		})
 	}
 	wg.Wait()

@@ -241,26 +241,16 @@ func BenchmarkStreamPaths(b *testing.B) {
 					sem <- struct{}{}
 					go func() {
 						defer func() { <-sem; wg.Done() }()
-						t0 := time.Now()
-						var first, last time.Time
-						n := 0
-						err := run(context.Background(), "go", func() {
-							now := time.Now()
-							if n == 0 {
-								first = now
-							}
-							last = now
-							n++
-						})
+						tm, err := goosetest.TimeStream(func(onEvent func()) error { return run(context.Background(), "go", onEvent) })
 						mu.Lock()
 						defer mu.Unlock()
-						if err != nil || n != deltas {
-							b.Errorf("%s: stream got %d events: %v", p.name, n, err)
+						if err != nil || tm.Events != deltas {
+							b.Errorf("%s: stream got %d events: %v", p.name, tm.Events, err)
 							return
 						}
-						res.ttfe = append(res.ttfe, first.Sub(t0))
-						res.perEvent = append(res.perEvent, last.Sub(first)/time.Duration(n-1))
-						res.events += n
+						res.ttfe = append(res.ttfe, tm.First)
+						res.perEvent = append(res.perEvent, tm.PerEvent)
+						res.events += tm.Events
 					}()
 				}
 				wg.Wait()

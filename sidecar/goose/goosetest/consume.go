@@ -2,6 +2,7 @@ package goosetest
 
 import (
 	"context"
+	"time"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 )
@@ -19,4 +20,36 @@ func ReplyDeltas(ctx context.Context, b goose.Backend, id, text string, onDelta 
 		}
 	}
 	return nil
+}
+
+// StreamTiming is when one reply stream's text events arrived.
+type StreamTiming struct {
+	Events int
+	// First is the time from the call to the first event; PerEvent the mean
+	// time between events after it (0 with fewer than two).
+	First, PerEvent time.Duration
+}
+
+// TimeStream runs stream, which calls onEvent for each text event it
+// reads, and times those events from the call: the one measurement the
+// stream benchmark and the load tools take of every path.
+func TimeStream(stream func(onEvent func()) error) (StreamTiming, error) {
+	var t StreamTiming
+	start := time.Now()
+	var first, last time.Time
+	err := stream(func() {
+		now := time.Now()
+		if t.Events == 0 {
+			first = now
+		}
+		last = now
+		t.Events++
+	})
+	if t.Events > 0 {
+		t.First = first.Sub(start)
+	}
+	if t.Events > 1 {
+		t.PerEvent = last.Sub(first) / time.Duration(t.Events-1)
+	}
+	return t, err
 }
