@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedsn"
+	"github.com/adk2goose/goose-operator/internal/sqlitedb"
 )
 
 // LedgerFile is the ledger's file name in the sidecar's data directory.
@@ -48,7 +48,7 @@ func OpenLedger(ctx context.Context, path, self string) (*Ledger, error) {
 	if self == "" {
 		return nil, fmt.Errorf("failed to open budget ledger: no pod name")
 	}
-	db, err := sql.Open(sqlitedsn.Driver, sqlitedsn.DSN(path))
+	db, err := sqlitedb.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("failed to open budget ledger: %w", err)
 	}

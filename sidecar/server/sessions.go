@@ -14,6 +14,7 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/adk/session/database"
 
+	"github.com/adk2goose/goose-operator/internal/sqlitedb"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 )
 
@@ -43,7 +44,7 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *s
 		}
 	}()
 	open := func(conns int) (session.Service, error) {
-		db, err := sql.Open("sqlite", sqliteDSN(path))
+		db, err := sqlitedb.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("failed to open session database: %w", err)
 		}
@@ -51,11 +52,12 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *s
 		db.SetMaxOpenConns(conns)
 		db.SetMaxIdleConns(conns)
 		// gorm's SQLite dialector on db (modernc.org/sqlite, see
-		// sqlitedsn): its own driver, mattn's cgo one, is never opened (and
+		// sqlitedb): its own driver, mattn's cgo one, is never opened (and
 		// is a stub in the CGO_ENABLED=0 images). PrepareStmt: gorm then
-		// prepares each statement once per connection (those inside a
-		// transaction, an event's write, are prepared again in each);
-		// SQLite's parser was a tenth of a run's CPU.
+		// prepares each statement once per connection; those inside a
+		// transaction (an event's write) database/sql prepares again in
+		// each, which the connections answer from the statements they keep
+		// (sqlitedb). SQLite's parser was a tenth of a run's CPU.
 		svc, err := database.NewSessionService(&sqlite.Dialector{Conn: db}, &gorm.Config{
 			Logger:         gormlogger.Default.LogMode(gormlogger.Silent),
 			PrepareStmt:    true,

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedsn"
+	"github.com/adk2goose/goose-operator/internal/sqlitedb"
 	"google.golang.org/adk/model"
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
@@ -210,7 +210,7 @@ func TestSessionsWrittenByEarlierSidecars(t *testing.T) {
 		if err := rows.Scan(&stored); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := time.Parse(sqlitedsn.TimeFormat, stored); err != nil {
+		if _, err := time.Parse(sqlitedb.TimeFormat, stored); err != nil {
 			t.Errorf("stored time %q is not in the earlier sidecars' format: %v", stored, err)
 		}
 	}

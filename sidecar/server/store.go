@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedsn"
+	"github.com/adk2goose/goose-operator/internal/sqlitedb"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
@@ -16,9 +16,6 @@ const (
 	SessionsDBFile = "sessions.db" // adk-go database session service
 	UsageDBFile    = "usage.db"    // per-session token totals (UsageStore)
 )
-
-// sqliteDSN is the DSN every SQLite file of the sidecar is opened with.
-func sqliteDSN(path string) string { return sqlitedsn.DSN(path) }
 
 // UsageStore keeps each ADK session's accumulated goose token totals and
 // last use in SQLite. Rows outlive deleted sessions on purpose: tokens that
@@ -31,7 +28,7 @@ var _ gooseagent.UsageStore = (*UsageStore)(nil)
 
 // OpenUsageStore opens (creating if needed) the store at path.
 func OpenUsageStore(ctx context.Context, path string) (*UsageStore, error) {
-	db, err := sql.Open("sqlite", sqliteDSN(path))
+	db, err := sqlitedb.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("failed to open usage store: %w", err)
 	}

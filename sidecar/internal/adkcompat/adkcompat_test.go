@@ -29,7 +29,7 @@ import (
 	"gorm.io/gorm"
 	gormlogger "gorm.io/gorm/logger"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedsn"
+	"github.com/adk2goose/goose-operator/internal/sqlitedb"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 )
 
@@ -69,7 +69,7 @@ func (l *queryLog) take() []query {
 // file as the sidecar does, migrated by Migrate.
 func openService(t *testing.T) (session.Service, *sql.DB, *queryLog) {
 	t.Helper()
-	db, err := sql.Open(sqlitedsn.Driver, sqlitedsn.DSN(filepath.Join(t.TempDir(), "sessions.db")))
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "sessions.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
-// Package sqlitedsn builds the DSN every SQLite file of the sidecar is opened
-// with, and registers the driver ("sqlite").
-package sqlitedsn
+// Package sqlitedb opens the sidecar's SQLite files: one DSN for all of them,
+// and connections that keep the statements they prepare (stmtcache.go).
+package sqlitedb
 
 import (
+	"database/sql"
+	"fmt"
 	"net/url"
 	"path/filepath"
 
@@ -14,17 +16,18 @@ import (
 	// cannot be linked beside it (both register "sqlite"), so the session
 	// service uses gorm's own SQLite dialector on these connections.
 	// TimeFormat keeps the fork's way of storing times.
-	_ "modernc.org/sqlite"
+	"modernc.org/sqlite"
 )
-
-// Driver is the database/sql driver name to open DSN with.
-const Driver = "sqlite"
 
 // TimeFormat is how times are stored: "YYYY-MM-DD HH:MM:SS.fffffffff+hh:mm"
 // (DSN _time_format=sqlite), as every earlier sidecar (the glebarez driver)
 // stored them. adk-go orders events and checks a session is not stale by
 // comparing these columns, so one database must not mix two formats.
 const TimeFormat = "2006-01-02 15:04:05.999999999-07:00"
+
+// KeptStatements is how many prepared statements each connection Open makes
+// keeps: every query of the sidecar's stores fits, with room to spare.
+const KeptStatements = 64
 
 // DSN builds a DSN for modernc.org/sqlite. WAL lets readers run beside the
 // single writer, busy_timeout waits out short write locks, and immediate
@@ -38,4 +41,23 @@ func DSN(path string) string {
 	q.Set("_txlock", "immediate")
 	q.Set("_time_format", "sqlite")
 	return "file:" + filepath.ToSlash(path) + "?" + q.Encode()
+}
+
+// Open opens the SQLite file at path (created on first use) with DSN, each
+// connection keeping up to KeptStatements prepared statements.
+func Open(path string) (*sql.DB, error) {
+	return OpenKeeping(path, KeptStatements)
+}
+
+// OpenKeeping is Open keeping up to n statements per connection; with n = 0
+// every statement is prepared again each time, as the driver alone does.
+func OpenKeeping(path string, n int) (*sql.DB, error) {
+	c, err := sqlite.NewConnector(DSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("failed to open %s: %w", path, err)
+	}
+	if n > 0 {
+		c = keepStatements(c, n)
+	}
+	return sql.OpenDB(c), nil
 }
