@@ -55,7 +55,7 @@ func (s *Server) guardRun(w http.ResponseWriter, r *http.Request, req *RunReques
 		writeJSONError(w, r, http.StatusNotFound, codeAppNotFound, s.unknownApp(req.AppName))
 		return
 	}
-	answersConfirmation, he := s.checkConfirmations(req)
+	answersConfirmation, he := s.checkConfirmations(r.Context(), req)
 	if he != nil {
 		writeJSONError(w, r, he.status, he.code, he.msg)
 		return

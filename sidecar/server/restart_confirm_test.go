@@ -15,8 +15,9 @@ import (
 // The sidecar restarts (same data volume, same goose) while a turn waits for
 // a tool confirmation. goose keeps the pending approval and resumes it on the
 // next session/load (load_session.rs start_resumed_state_machine_turn); the
-// new sidecar holds no confirmation. The ADK client's late answer gets a 400
-// saying the confirmation is lost; its next message gets a function response
+// new sidecar holds no confirmation. The ADK client's late answer gets a 409
+// (the session did ask it: its history has the call) saying it is no longer
+// pending since the restart; its next message gets a function response
 // ending the lost tool call, then goose's answer: the session works again.
 func TestRESTConfirmationLostInARestart(t *testing.T) {
 	f := goosetest.NewServe(t, goosetest.WithServeScript(func(_, text string) goosetest.Reply {
@@ -49,7 +50,7 @@ func TestRESTConfirmationLostInARestart(t *testing.T) {
 	code, resp := after.do(http.MethodPost, "/run_sse", answerBody("s", id, map[string]any{"confirmed": true}))
 	var m map[string]string
 	_ = json.Unmarshal(resp, &m)
-	if code != http.StatusBadRequest || !strings.Contains(m["error"], "restarted") {
+	if code != http.StatusConflict || !strings.Contains(m["error"], "no longer pending") || !strings.Contains(m["error"], "restarted") {
 		t.Fatalf("late answer: %d %s", code, resp)
 	}
 	code, frames = after.runSSE(runBody("u", "s", "hello", true))
