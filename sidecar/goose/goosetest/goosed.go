@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
@@ -130,7 +131,8 @@ type goosedSession struct {
 	usage                 GoosedUsage
 	usageSeen             bool
 	conversation          []json.RawMessage
-	lastMsgID             string // to merge streamed deltas in conversation
+	streamed              *streamedMessage // the last of conversation while goose streams it
+	lastMsgID             string           // to merge streamed deltas in conversation
 	inflight              map[*struct{}]context.CancelFunc
 	lastMessageAt         time.Time
 }
@@ -617,9 +619,9 @@ func (g *Goosed) confirm(w http.ResponseWriter, r *http.Request) {
 func (g *Goosed) sessionJSONLocked(s *goosedSession, withConversation bool) map[string]any {
 	var conversation any
 	if withConversation {
-		conv := s.conversation
-		if conv == nil {
-			conv = []json.RawMessage{}
+		conv := append([]json.RawMessage{}, s.conversation...)
+		if s.streamed != nil {
+			conv[len(conv)-1] = s.streamed.render()
 		}
 		conversation = conv
 	}
@@ -801,6 +803,7 @@ func (g *Goosed) reply(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.inflight[token] = cancel
 		userMsg, _ := json.Marshal(req.UserMessage)
+		s.endStreamed()
 		s.conversation = append(s.conversation, userMsg)
 		s.lastMsgID = ""
 		s.updated = time.Now().UTC().Truncate(time.Second)
@@ -918,10 +921,14 @@ func (g *Goosed) play(ctx context.Context, s *goosedSession, reply Reply, frames
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if agentVisible {
-			if id != nil && *id == s.lastMsgID && len(s.conversation) > 0 {
-				s.conversation[len(s.conversation)-1] = mergeMessage(s.conversation[len(s.conversation)-1], content)
+			if id != nil && *id == s.lastMsgID && s.streamed != nil {
+				s.streamed.merge(content)
 			} else {
+				s.endStreamed()
 				s.conversation = append(s.conversation, raw)
+				if id != nil {
+					s.streamed = newStreamedMessage(msg)
+				}
 			}
 			if id != nil {
 				s.lastMsgID = *id
@@ -1093,25 +1100,78 @@ func (g *Goosed) playTool(ctx context.Context, s *goosedSession, t *ToolStep, id
 	return send(goosedFrame{data: message(&respID, "user", true, resp)})
 }
 
-// mergeMessage appends streamed content to a stored message: text deltas
-// concatenate into the last text item, other items are appended.
-func mergeMessage(stored json.RawMessage, content []any) json.RawMessage {
-	var m map[string]any
-	if json.Unmarshal(stored, &m) != nil {
-		return stored
-	}
-	items, _ := m["content"].([]any)
+// streamedMessage is the message goose is streaming, as it stores it:
+// deltas with the message's id merge into it, text into its last text item,
+// other items appended. It is kept as values, rendered into the
+// conversation once the next message starts (endStreamed) or when the
+// conversation is read, so a reply of n deltas costs O(n), not a decode and
+// an encode of the whole message per delta.
+type streamedMessage struct {
+	msg   map[string]any // id, role, created, metadata; content is items
+	items []any
+	text  strings.Builder // the last item's text, when it is a text item
+}
+
+func newStreamedMessage(msg map[string]any) *streamedMessage {
+	content, _ := msg["content"].([]any)
+	m := &streamedMessage{msg: msg}
+	m.merge(content)
+	return m
+}
+
+func (m *streamedMessage) merge(content []any) {
 	for _, c := range content {
 		cm, _ := c.(map[string]any)
-		if len(items) > 0 && cm["type"] == "text" {
-			if last, ok := items[len(items)-1].(map[string]any); ok && last["type"] == "text" {
-				last["text"] = fmt.Sprint(last["text"]) + fmt.Sprint(cm["text"])
-				continue
-			}
+		if cm["type"] == "text" && m.lastIsText() {
+			fmt.Fprint(&m.text, cm["text"])
+			continue
 		}
-		items = append(items, c)
+		m.closeText()
+		m.items = append(m.items, c)
+		if cm["type"] == "text" {
+			fmt.Fprint(&m.text, cm["text"])
+		}
 	}
-	m["content"] = items
-	out, _ := json.Marshal(m)
+}
+
+func (m *streamedMessage) lastIsText() bool {
+	if len(m.items) == 0 {
+		return false
+	}
+	last, ok := m.items[len(m.items)-1].(map[string]any)
+	return ok && last["type"] == "text"
+}
+
+// closeText writes the text gathered so far into the last item (a copy, so
+// the delta that started it, already sent, is not changed).
+func (m *streamedMessage) closeText() {
+	if !m.lastIsText() {
+		return
+	}
+	last := maps.Clone(m.items[len(m.items)-1].(map[string]any))
+	last["text"] = m.text.String()
+	m.items[len(m.items)-1] = last
+	m.text.Reset()
+}
+
+func (m *streamedMessage) render() json.RawMessage {
+	items := slices.Clone(m.items)
+	if m.lastIsText() {
+		last := maps.Clone(items[len(items)-1].(map[string]any))
+		last["text"] = m.text.String()
+		items[len(items)-1] = last
+	}
+	msg := maps.Clone(m.msg)
+	msg["content"] = items
+	out, _ := json.Marshal(msg)
 	return out
+}
+
+// endStreamed renders the message goose was streaming into the
+// conversation; a message that follows is not merged into it.
+func (s *goosedSession) endStreamed() {
+	if s.streamed != nil {
+		s.conversation[len(s.conversation)-1] = s.streamed.render()
+		s.streamed = nil
+	}
 }
