@@ -51,7 +51,8 @@ import (
 // paths. On a shared machine the wall-clock figures move with other load;
 // CPU per reply moves much less. Flags: -stream-concurrency (streams in
 // flight at once, default 50), -stream-replies (per throughput phase,
-// default 200), -stream-reply-time (goose's pace: a reply's deltas spread
+// default 200), -stream-deltas (text events per reply, default 100; 1
+// shows what a turn costs apart from its events), -stream-reply-time (goose's pace: a reply's deltas spread
 // over it; default 0, as fast as it can, which saturates the machine),
 // -stream-history (events of earlier sessions stored first, default 0),
 // -stream-cpuprofile (a CPU profile of each path's throughput phase),
@@ -61,10 +62,8 @@ import (
 // hack/streampaths measures the same paths with each server in its own
 // process. Run: go test -run '^$' -bench StreamPaths -benchtime 1x ./sidecar/server/
 func BenchmarkStreamPaths(b *testing.B) {
-	const (
-		deltas = 100  // text events per reply
-		held   = 1000 // streams open at once for the memory phase
-	)
+	const held = 1000 // streams open at once for the memory phase
+	deltas := *benchDeltas
 	streams := *benchReplies
 	concurrency := *benchConcurrency
 	script := func(_ string, text string) goosetest.Reply {
@@ -393,6 +392,8 @@ func writeHeldProfiles(b *testing.B, path string) {
 
 var benchReplyTime = flag.Duration("stream-reply-time", 0,
 	"BenchmarkStreamPaths: how long goose takes to stream one reply, its deltas evenly spread; 0: as fast as it can")
+
+var benchDeltas = flag.Int("stream-deltas", 100, "BenchmarkStreamPaths: text events per reply")
 
 var benchReplies = flag.Int("stream-replies", 200, "BenchmarkStreamPaths: replies per throughput phase")
 
