@@ -79,6 +79,14 @@ func BenchmarkStreamPaths(b *testing.B) {
 	target, _ := url.Parse(fake.URL)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.FlushInterval = -1 // flush every write, as an SSE proxy must
+	// Its own pool, large enough for every stream: with http.DefaultTransport's
+	// two idle connections per host, net/http closes connections as streams
+	// end, one of which a new request may have been given (golang/go#42650),
+	// and that stream fails with "use of closed network connection".
+	proxyTr := http.DefaultTransport.(*http.Transport).Clone()
+	proxyTr.MaxIdleConns, proxyTr.MaxIdleConnsPerHost = 0, held+10
+	proxy.Transport = proxyTr
+	defer proxyTr.CloseIdleConnections()
 	proxySrv := &http.Server{Handler: proxy}
 	pln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
