@@ -137,6 +137,9 @@ type Config struct {
 	// StartGooseOnCreate starts a new ADK session's goose session in the
 	// background at its creation (gooseagent.Config.StartGooseOnCreate).
 	StartGooseOnCreate bool
+	// IdleSessions bounds the ADK sessions the agent keeps in memory between
+	// turns (gooseagent.Config.IdleSessions). Default 4096.
+	IdleSessions int
 	// Peers lists the other sidecars of the agent (replicas > 1); nil serves
 	// every request here.
 	Peers peering.Peers
@@ -316,6 +319,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Workspaces:          workspaces,
 		TracerProvider:      tracerProvider(cfg.TracerProvider),
 		StartGooseOnCreate:  cfg.StartGooseOnCreate,
+		IdleSessions:        cfg.IdleSessions,
 	})
 	if err != nil {
 		return nil, err
