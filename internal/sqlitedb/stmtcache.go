@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -29,10 +30,11 @@ import (
 // A query prepared again while its statement is in use gets a statement of
 // its own, finalized on Close.
 //
-// The wrapped driver's statements must implement StmtExecContext and
-// StmtQueryContext, and neither its connections nor its statements may
-// implement NamedValueChecker or ColumnConverter (this hides them);
-// modernc.org/sqlite's qualify.
+// The wrapped driver's connections must implement ConnPrepareContext and
+// ConnBeginTx, its statements StmtExecContext and StmtQueryContext (Connect
+// and PrepareContext fail otherwise), and neither may implement
+// NamedValueChecker or ColumnConverter (this hides them); modernc.org/sqlite's
+// qualify.
 func keepStatements(c driver.Connector, n int) driver.Connector {
 	return &keepingConnector{Connector: c, n: n}
 }
@@ -42,18 +44,36 @@ type keepingConnector struct {
 	n int
 }
 
+// contextConn and contextStmt are what keepStatements needs of the driver.
+type contextConn interface {
+	driver.Conn
+	driver.ConnPrepareContext
+	driver.ConnBeginTx
+}
+
+type contextStmt interface {
+	driver.Stmt
+	driver.StmtExecContext
+	driver.StmtQueryContext
+}
+
 func (c *keepingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	dc, err := c.Connector.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &keepingConn{conn: dc, n: c.n, lru: list.New(), byQuery: map[string]*list.Element{}}, nil
+	cc, ok := dc.(contextConn)
+	if !ok {
+		_ = dc.Close()
+		return nil, fmt.Errorf("sqlitedb: a %T connection lacks PrepareContext or BeginTx", dc)
+	}
+	return &keepingConn{conn: cc, n: c.n, lru: list.New(), byQuery: map[string]*list.Element{}}, nil
 }
 
 // keepingConn is a connection keeping up to n prepared statements, the most
 // recently used at the front of lru.
 type keepingConn struct {
-	conn driver.Conn
+	conn contextConn
 	n    int
 
 	mu      sync.Mutex
@@ -65,7 +85,7 @@ type keepingConn struct {
 // keptStmt is a statement of a keepingConn; kept tells whether the
 // connection keeps it (else Close finalizes it).
 type keptStmt struct {
-	driver.Stmt
+	contextStmt
 	c     *keepingConn
 	query string
 	kept  bool
@@ -98,17 +118,16 @@ func (c *keepingConn) PrepareContext(ctx context.Context, query string) (driver.
 	}
 	c.mu.Unlock()
 
-	var ds driver.Stmt
-	var err error
-	if p, ok := c.conn.(driver.ConnPrepareContext); ok {
-		ds, err = p.PrepareContext(ctx, query)
-	} else {
-		ds, err = c.conn.Prepare(query)
-	}
+	ds, err := c.conn.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	s := &keptStmt{Stmt: ds, c: c, query: query, inUse: true}
+	cs, ok := ds.(contextStmt)
+	if !ok {
+		_ = ds.Close()
+		return nil, fmt.Errorf("sqlitedb: a %T statement lacks ExecContext or QueryContext", ds)
+	}
+	s := &keptStmt{contextStmt: cs, c: c, query: query, inUse: true}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -134,7 +153,7 @@ func (c *keepingConn) trim() []driver.Stmt {
 			c.lru.Remove(e)
 			delete(c.byQuery, s.query)
 			s.kept = false
-			out = append(out, s.Stmt)
+			out = append(out, s.contextStmt)
 		}
 		e = prev
 	}
@@ -147,8 +166,8 @@ func (s *keptStmt) Close() error {
 	c.mu.Lock()
 	s.inUse = false
 	finalize := c.trim()
-	if !s.kept && !slices.Contains(finalize, s.Stmt) {
-		finalize = append(finalize, s.Stmt)
+	if !s.kept && !slices.Contains(finalize, driver.Stmt(s.contextStmt)) {
+		finalize = append(finalize, s.contextStmt)
 	}
 	c.mu.Unlock()
 	var errs []error
@@ -157,22 +176,6 @@ func (s *keptStmt) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
-func (s *keptStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	if e, ok := s.Stmt.(driver.StmtExecContext); ok {
-		return e.ExecContext(ctx, args)
-	}
-	return nil, errNoContextStmt
-}
-
-func (s *keptStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	if q, ok := s.Stmt.(driver.StmtQueryContext); ok {
-		return q.QueryContext(ctx, args)
-	}
-	return nil, errNoContextStmt
-}
-
-var errNoContextStmt = errors.New("sqlitedb: the driver's statements lack ExecContext/QueryContext")
 
 // Close finalizes every kept statement, then closes the connection.
 func (c *keepingConn) Close() error {
@@ -183,7 +186,7 @@ func (c *keepingConn) Close() error {
 		s := e.Value.(*keptStmt)
 		s.kept = false
 		if !s.inUse {
-			errs = append(errs, s.Stmt.Close())
+			errs = append(errs, s.contextStmt.Close())
 		}
 	}
 	c.lru.Init()
@@ -198,13 +201,7 @@ func (c *keepingConn) Begin() (driver.Tx, error) {
 }
 
 func (c *keepingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if b, ok := c.conn.(driver.ConnBeginTx); ok {
-		return b.BeginTx(ctx, opts)
-	}
-	if opts != (driver.TxOptions{}) {
-		return nil, errors.New("sqlitedb: the driver does not support transaction options")
-	}
-	return c.conn.Begin() //nolint:staticcheck // the fallback for drivers without BeginTx
+	return c.conn.BeginTx(ctx, opts)
 }
 
 func (c *keepingConn) Ping(ctx context.Context) error {
