@@ -132,7 +132,6 @@ type goosedSession struct {
 	usageSeen             bool
 	conversation          []json.RawMessage
 	streamed              *streamedMessage // the last of conversation while goose streams it
-	lastMsgID             string           // to merge streamed deltas in conversation
 	inflight              map[*struct{}]context.CancelFunc
 	lastMessageAt         time.Time
 }
@@ -805,7 +804,6 @@ func (g *Goosed) reply(w http.ResponseWriter, r *http.Request) {
 		userMsg, _ := json.Marshal(req.UserMessage)
 		s.endStreamed()
 		s.conversation = append(s.conversation, userMsg)
-		s.lastMsgID = ""
 		s.updated = time.Now().UTC().Truncate(time.Second)
 		s.lastMessageAt = s.updated
 	}
@@ -921,7 +919,7 @@ func (g *Goosed) play(ctx context.Context, s *goosedSession, reply Reply, frames
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if agentVisible {
-			if id != nil && *id == s.lastMsgID && s.streamed != nil {
+			if id != nil && s.streamed != nil && s.streamed.msg["id"] == *id {
 				s.streamed.merge(content)
 			} else {
 				s.endStreamed()
@@ -929,11 +927,6 @@ func (g *Goosed) play(ctx context.Context, s *goosedSession, reply Reply, frames
 				if id != nil {
 					s.streamed = newStreamedMessage(msg)
 				}
-			}
-			if id != nil {
-				s.lastMsgID = *id
-			} else {
-				s.lastMsgID = ""
 			}
 		}
 		return sseData(map[string]any{"type": "Message", "message": json.RawMessage(raw), "token_state": g.tokenStateLocked(s)})
@@ -1142,24 +1135,26 @@ func (m *streamedMessage) lastIsText() bool {
 	return ok && last["type"] == "text"
 }
 
-// closeText writes the text gathered so far into the last item (a copy, so
-// the delta that started it, already sent, is not changed).
-func (m *streamedMessage) closeText() {
-	if !m.lastIsText() {
-		return
-	}
+// textItem is the last item, a text item, with the text gathered so far
+// (a copy: the delta that started it, already sent, is not changed).
+func (m *streamedMessage) textItem() map[string]any {
 	last := maps.Clone(m.items[len(m.items)-1].(map[string]any))
 	last["text"] = m.text.String()
-	m.items[len(m.items)-1] = last
-	m.text.Reset()
+	return last
+}
+
+// closeText writes the text gathered so far into the last item.
+func (m *streamedMessage) closeText() {
+	if m.lastIsText() {
+		m.items[len(m.items)-1] = m.textItem()
+		m.text.Reset()
+	}
 }
 
 func (m *streamedMessage) render() json.RawMessage {
 	items := slices.Clone(m.items)
 	if m.lastIsText() {
-		last := maps.Clone(items[len(items)-1].(map[string]any))
-		last["text"] = m.text.String()
-		items[len(items)-1] = last
+		items[len(items)-1] = m.textItem()
 	}
 	msg := maps.Clone(m.msg)
 	msg["content"] = items
