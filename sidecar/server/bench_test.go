@@ -52,8 +52,9 @@ import (
 // CPU per reply moves much less. Flags: -stream-concurrency (streams in
 // flight at once, default 50), -stream-replies (per throughput phase,
 // default 200), -stream-deltas (text events per reply, default 100; 1
-// shows what a turn costs apart from its events), -stream-reply-time (goose's pace: a reply's deltas spread
-// over it; default 0, as fast as it can, which saturates the machine),
+// shows what a turn costs apart from its events), -stream-reply-time
+// (goose's pace: a reply's deltas spread over it; default 0, as fast as it
+// can, which saturates the machine),
 // -stream-history (events of earlier sessions stored first, default 0),
 // -stream-cpuprofile (a CPU profile of each path's throughput phase),
 // -stream-trace (an execution trace of it), -stream-memprofile (heap and
