@@ -16,6 +16,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/internal/sqlitedb"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
+	"github.com/adk2goose/goose-operator/sidecar/internal/sessiondb"
 )
 
 // sessionReadConns bounds the pool the session service reads from, and as
@@ -25,15 +26,10 @@ import (
 // CPU-bound in-process, so a few connections suffice.
 const sessionReadConns = 8
 
-// keepStatements is gorm's "never evict" TTL for prepared statements
-// (gorm.io/gorm internal/lru noEvictionTTL). With any other TTL gorm starts
-// an expiry goroutine per cache that nothing ever stops; the statements are
-// few (a handful of queries per pool) and closed with the database.
-const keepStatements = 10 * 365 * 24 * time.Hour
-
-// openSessionService opens adk-go's database session service on the SQLite
-// file at path and migrates it (adkcompat.Migrate). Reads and
-// writes go through two pools (see sessionService); Close the *sql.DBs.
+// openSessionService opens the session store on the SQLite file at path:
+// adk-go's database session service's tables, migrated by adk-go
+// (adkcompat.Migrate) and read and written by sessiondb. Reads and writes
+// go through two pools (see sessionService); Close the *sql.DBs.
 func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *sessionService, err error) {
 	defer func() {
 		if err != nil {
@@ -43,7 +39,7 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *s
 			dbs = nil
 		}
 	}()
-	open := func(conns int) (session.Service, error) {
+	open := func(conns int) (*sql.DB, error) {
 		db, err := sqlitedb.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("failed to open session database: %w", err)
@@ -51,22 +47,7 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *s
 		dbs = append(dbs, db)
 		db.SetMaxOpenConns(conns)
 		db.SetMaxIdleConns(conns)
-		// gorm's SQLite dialector on db (modernc.org/sqlite, see
-		// sqlitedb): its own driver, mattn's cgo one, is never opened (and
-		// is a stub in the CGO_ENABLED=0 images). PrepareStmt: gorm then
-		// prepares each statement once per connection; those inside a
-		// transaction (an event's write) database/sql prepares again in
-		// each, which the connections answer from the statements they keep
-		// (sqlitedb). SQLite's parser was a tenth of a run's CPU.
-		svc, err := database.NewSessionService(&sqlite.Dialector{Conn: db}, &gorm.Config{
-			Logger:         gormlogger.Default.LogMode(gormlogger.Silent),
-			PrepareStmt:    true,
-			PrepareStmtTTL: keepStatements,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("failed to create session service: %w", err)
-		}
-		return svc, nil
+		return db, nil
 	}
 	w, err := open(1)
 	if err != nil {
@@ -76,13 +57,21 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *s
 	if err != nil {
 		return dbs, nil, err
 	}
-	if err := adkcompat.Migrate(ctx, w, dbs[0]); err != nil {
+	// adk-go's own service makes and migrates the tables, so that they stay
+	// what it would make. gorm's SQLite dialector on w (modernc.org/sqlite,
+	// see sqlitedb): its own driver, mattn's cgo one, is never opened (and
+	// is a stub in the CGO_ENABLED=0 images).
+	migrator, err := database.NewSessionService(&sqlite.Dialector{Conn: w}, &gorm.Config{Logger: gormlogger.Default.LogMode(gormlogger.Silent)})
+	if err != nil {
+		return dbs, nil, fmt.Errorf("failed to open session database for migration: %w", err)
+	}
+	if err := adkcompat.Migrate(ctx, migrator, w); err != nil {
 		return dbs, nil, err
 	}
-	return dbs, newSessionService(r, w), nil
+	return dbs, newSessionService(sessiondb.New(r), sessiondb.New(w)), nil
 }
 
-// sessionService is adk-go's database session service with its reads and
+// sessionService is the session store (sessiondb) with its reads and
 // writes on separate connection pools; each call is passed to one of two
 // instances of that (stateless) service on the same database.
 //

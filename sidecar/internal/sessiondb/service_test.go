@@ -1,0 +1,456 @@
+package sessiondb_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/adk/platform"
+	"google.golang.org/adk/session"
+	"google.golang.org/adk/session/database"
+	"google.golang.org/genai"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	gormlogger "gorm.io/gorm/logger"
+
+	"github.com/adk2goose/goose-operator/internal/sqlitedb"
+	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
+	"github.com/adk2goose/goose-operator/sidecar/internal/sessiondb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// openADK opens adk-go's database session service on a fresh SQLite file,
+// migrated as the sidecar migrates it.
+func openADK(t testing.TB) (session.Service, *sql.DB) {
+	t.Helper()
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "sessions.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	// As the sidecar ran it: gorm prepares each statement once per
+	// connection (a TTL this long starts no expiry goroutine).
+	svc, err := database.NewSessionService(&sqlite.Dialector{Conn: db}, &gorm.Config{
+		Logger: gormlogger.Default.LogMode(gormlogger.Silent), PrepareStmt: true, PrepareStmtTTL: 10 * 365 * 24 * time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adkcompat.Migrate(t.Context(), svc, db); err != nil {
+		t.Fatal(err)
+	}
+	return svc, db
+}
+
+// openOurs opens this package's service on a fresh file migrated the same way.
+func openOurs(t testing.TB) (*sessiondb.Service, *sql.DB) {
+	t.Helper()
+	_, db := openADK(t)
+	return sessiondb.New(db), db
+}
+
+// side is one service under TestMatchesADK, with the sessions its steps
+// hold by name.
+type side struct {
+	name     string
+	svc      session.Service
+	db       *sql.DB
+	sessions map[string]session.Session
+}
+
+// step is one call made on both services; it returns what the call gave
+// back, compared between them.
+type step struct {
+	name string
+	want string // the error class both must give (errorClass)
+	do   func(ctx context.Context, s *side) (any, error)
+}
+
+var base = time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+
+// at is a time with nanoseconds, which the services store in microseconds.
+func at(sec int) time.Time { return base.Add(time.Duration(sec)*time.Second + 123456789) }
+
+func textEvent(id, author, text string, ts time.Time) *session.Event {
+	ev := session.NewEventWithContext(context.Background(), "inv-1")
+	ev.ID, ev.Author, ev.Timestamp = id, author, ts
+	ev.Content = genai.NewContentFromText(text, genai.RoleModel)
+	return ev
+}
+
+// fullEvent sets every field the services store.
+func fullEvent(id string, ts time.Time) *session.Event {
+	ev := textEvent(id, "goose", "", ts)
+	ev.Content = &genai.Content{Role: genai.RoleModel, Parts: []*genai.Part{
+		{Text: "thinking", Thought: true},
+		genai.NewPartFromFunctionCall("developer__shell", map[string]any{"command": "ls", "n": 2.0}),
+	}}
+	ev.Content.Parts[1].FunctionCall.ID = "call-1"
+	ev.LongRunningToolIDs = []string{"call-1"}
+	ev.Branch = "root.goose"
+	ev.ErrorCode, ev.ErrorMessage = "GOOSE_ERROR", "goose said no"
+	ev.TurnComplete, ev.Interrupted = true, true
+	ev.CustomMetadata = map[string]any{"goose_message_id": "m-1"}
+	ev.UsageMetadata = &genai.GenerateContentResponseUsageMetadata{PromptTokenCount: 10, CandidatesTokenCount: 5, TotalTokenCount: 15}
+	ev.GroundingMetadata = &genai.GroundingMetadata{WebSearchQueries: []string{"q"}}
+	ev.CitationMetadata = &genai.CitationMetadata{Citations: []*genai.Citation{{URI: "https://example.invalid/"}}}
+	ev.Actions.TransferToAgent = "other"
+	ev.Actions.ArtifactDelta = map[string]int64{"a.txt": 1}
+	return ev
+}
+
+func stateEvent(id string, ts time.Time, delta map[string]any) *session.Event {
+	ev := textEvent(id, "goose", "state", ts)
+	ev.Actions.StateDelta = delta
+	return ev
+}
+
+// view is what a session shows a caller, comparable as JSON.
+type view struct {
+	ID, App, User string
+	State         map[string]any
+	Events        []*session.Event
+	Updated       string
+}
+
+func viewOf(s session.Session) view {
+	v := view{ID: s.ID(), App: s.AppName(), User: s.UserID(), State: maps.Collect(s.State().All()),
+		Events: slices.Collect(s.Events().All()), Updated: s.LastUpdateTime().UTC().Format(time.RFC3339Nano)}
+	return v
+}
+
+// errorClass is what callers tell errors apart by.
+func errorClass(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, session.ErrNotFound):
+		return "not_found"
+	case strings.Contains(err.Error(), "stale session error"):
+		return "stale"
+	default:
+		return "error"
+	}
+}
+
+func (s *side) create(ctx context.Context, name string, req *session.CreateRequest) (any, error) {
+	r, err := s.svc.Create(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	s.sessions[name] = r.Session
+	return viewOf(r.Session), nil
+}
+
+// load gets a session into the side's sessions under name.
+func (s *side) load(ctx context.Context, name string, req session.GetRequest) (any, error) {
+	if req.AppName == "" {
+		req.AppName, req.UserID, req.SessionID = "app", "u1", "s1"
+	}
+	r, err := s.svc.Get(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	s.sessions[name] = r.Session
+	return viewOf(r.Session), nil
+}
+
+// appendTo appends ev through the session held as name and shows it after.
+func (s *side) appendTo(ctx context.Context, name string, ev *session.Event) (any, error) {
+	sess := s.sessions[name]
+	err := s.svc.AppendEvent(ctx, sess, ev)
+	return struct {
+		Session view
+		Event   *session.Event
+	}{viewOf(sess), ev}, err
+}
+
+// The same calls through adk-go's database service and this one return
+// the same sessions, events, states and errors, and leave the same rows
+// (values and SQLite types) in every table; each reads what the other
+// wrote. The one difference, on purpose, is deleting a session's events.
+func TestMatchesADK(t *testing.T) {
+	adkSvc, adkDB := openADK(t)
+	ourSvc, ourDB := openOurs(t)
+	sides := []*side{
+		{name: "adk-go", svc: adkSvc, db: adkDB, sessions: map[string]session.Session{}},
+		{name: "sessiondb", svc: ourSvc, db: ourDB, sessions: map[string]session.Session{}},
+	}
+	steps := []step{
+		{"create with scoped state", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.create(ctx, "s1", &session.CreateRequest{AppName: "app", UserID: "u1", SessionID: "s1",
+				State: map[string]any{"k": "v", "app:shared": 1.0, "user:pref": "dark", "temp:scratch": true}})
+		}},
+		{"create with a generated id and no state", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.create(platform.WithUUIDProvider(ctx, func() string { return "generated-1" }), "s2",
+				&session.CreateRequest{AppName: "app", UserID: "u2"})
+		}},
+		{"create an existing id", "error", func(ctx context.Context, s *side) (any, error) {
+			return s.create(ctx, "dup", &session.CreateRequest{AppName: "app", UserID: "u1", SessionID: "s1"})
+		}},
+		{"create without a user", "error", func(ctx context.Context, s *side) (any, error) {
+			return s.create(ctx, "bad", &session.CreateRequest{AppName: "app"})
+		}},
+		{"append a text event", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.appendTo(ctx, "s1", textEvent("e1", "user", "hello", at(1)))
+		}},
+		{"append a partial event", "ok", func(ctx context.Context, s *side) (any, error) {
+			ev := textEvent("partial", "goose", "hel", at(2))
+			ev.Partial = true
+			return s.appendTo(ctx, "s1", ev)
+		}},
+		{"append an event with every field", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.appendTo(ctx, "s1", fullEvent("e2", at(3)))
+		}},
+		{"append state of every scope", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.appendTo(ctx, "s1", stateEvent("e3", at(4), map[string]any{
+				"k": "v2", "new": []any{1.0, "x"}, "app:shared": 2.0, "user:pref": "light", "user:other": nil, "temp:t": "gone",
+			}))
+		}},
+		{"append only temp state", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.appendTo(ctx, "s1", stateEvent("e4", at(5), map[string]any{"temp:only": 1.0}))
+		}},
+		{"append only user state", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.appendTo(ctx, "s1", stateEvent("e4u", at(5).Add(time.Millisecond), map[string]any{"user:pref": "blue"}))
+		}},
+		{"get the whole session", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.load(ctx, "s1", session.GetRequest{})
+		}},
+		{"get the 2 most recent events", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.load(ctx, "recent", session.GetRequest{NumRecentEvents: 2})
+		}},
+		{"get events at or after a time", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.load(ctx, "after", session.GetRequest{After: at(3).Truncate(time.Microsecond)})
+		}},
+		{"another user's session sees app state, not user state", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.load(ctx, "s2", session.GetRequest{AppName: "app", UserID: "u2", SessionID: "generated-1"})
+		}},
+		{"get an unknown session", "not_found", func(ctx context.Context, s *side) (any, error) {
+			return s.load(ctx, "none", session.GetRequest{AppName: "app", UserID: "u1", SessionID: "nope"})
+		}},
+		{"get without an id", "error", func(ctx context.Context, s *side) (any, error) {
+			return s.load(ctx, "none", session.GetRequest{AppName: "app", UserID: "u1"})
+		}},
+		// The stale-session rule gooseagent relies on (adkcompat.StoredTime):
+		// an event stamped in the past moves the update time back, so an
+		// older copy may still write; one stamped later makes it stale.
+		{"load a copy", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.load(ctx, "old", session.GetRequest{})
+		}},
+		{"append stamped in the past through a fresh copy", "ok", func(ctx context.Context, s *side) (any, error) {
+			if _, err := s.load(ctx, "fresh", session.GetRequest{}); err != nil {
+				return nil, err
+			}
+			return s.appendTo(ctx, "fresh", textEvent("e5", "goose", "earlier", at(1).Add(time.Microsecond)))
+		}},
+		{"the old copy still writes", "ok", func(ctx context.Context, s *side) (any, error) {
+			return s.appendTo(ctx, "old", textEvent("e6", "goose", "through old", at(6)))
+		}},
+		{"append stamped later through a fresh copy", "ok", func(ctx context.Context, s *side) (any, error) {
+			if _, err := s.load(ctx, "fresh", session.GetRequest{}); err != nil {
+				return nil, err
+			}
+			return s.appendTo(ctx, "fresh", textEvent("e7", "goose", "later", at(9)))
+		}},
+		{"the older copy is stale", "stale", func(ctx context.Context, s *side) (any, error) {
+			return s.appendTo(ctx, "recent", textEvent("e8", "goose", "too late", at(8)))
+		}},
+		{"append an event id twice", "error", func(ctx context.Context, s *side) (any, error) {
+			if _, err := s.load(ctx, "fresh", session.GetRequest{}); err != nil {
+				return nil, err
+			}
+			return s.appendTo(ctx, "fresh", textEvent("e1", "goose", "same id", at(10)))
+		}},
+		{"list the app", "ok", func(ctx context.Context, s *side) (any, error) {
+			r, err := s.svc.List(ctx, &session.ListRequest{AppName: "app"})
+			if err != nil {
+				return nil, err
+			}
+			var vs []view
+			for _, sess := range r.Sessions {
+				vs = append(vs, viewOf(sess))
+			}
+			return vs, nil
+		}},
+		{"list one user", "ok", func(ctx context.Context, s *side) (any, error) {
+			r, err := s.svc.List(ctx, &session.ListRequest{AppName: "app", UserID: "u1"})
+			if err != nil {
+				return nil, err
+			}
+			var vs []view
+			for _, sess := range r.Sessions {
+				vs = append(vs, viewOf(sess))
+			}
+			return vs, nil
+		}},
+		{"list without an app", "error", func(ctx context.Context, s *side) (any, error) {
+			return s.svc.List(ctx, &session.ListRequest{})
+		}},
+		{"append to nil", "error", func(ctx context.Context, s *side) (any, error) {
+			return nil, s.svc.AppendEvent(ctx, nil, textEvent("x", "u", "x", at(11)))
+		}},
+		{"append nil", "error", func(ctx context.Context, s *side) (any, error) {
+			return nil, s.svc.AppendEvent(ctx, s.sessions["s1"], nil)
+		}},
+	}
+	for i, st := range steps {
+		ctx := platform.WithTimeProvider(t.Context(), func() time.Time { return at(100 + i) })
+		var want string
+		for _, s := range sides {
+			got, err := st.do(ctx, s)
+			if err != nil {
+				got = nil
+			}
+			b, jerr := json.Marshal(got)
+			if jerr != nil {
+				t.Fatalf("%s: %s: %v", st.name, s.name, jerr)
+			}
+			out := errorClass(err) + " " + string(b)
+			if s == sides[0] {
+				want = out
+				continue
+			}
+			if out != want {
+				t.Errorf("%s:\n  %s: %s\n  %s: %s", st.name, sides[0].name, want, s.name, out)
+			}
+		}
+		if class := strings.Fields(want)[0]; class != st.want {
+			t.Errorf("%s: %s on both, want %s: %s", st.name, class, st.want, want)
+		}
+	}
+	for _, table := range []string{"sessions", "events", "app_states", "user_states"} {
+		if a, b := tableRows(t, adkDB, table), tableRows(t, ourDB, table); a != b {
+			t.Errorf("table %s:\n  adk-go:    %s\n  sessiondb: %s", table, a, b)
+		}
+	}
+
+	// Each reads the other's rows as its own.
+	for _, c := range []struct {
+		reader session.Service
+		name   string
+		db     *sql.DB
+	}{{adkSvc, "adk-go reading sessiondb's rows", ourDB}, {ourSvc, "sessiondb reading adk-go's rows", adkDB}} {
+		own, err := c.reader.Get(t.Context(), &session.GetRequest{AppName: "app", UserID: "u1", SessionID: "s1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := sessiondb.New(c.db)
+		var crossed session.Service = other
+		if c.reader == ourSvc {
+			crossed, _ = reopenADK(t, c.db)
+		}
+		got, err := crossed.Get(t.Context(), &session.GetRequest{AppName: "app", UserID: "u1", SessionID: "s1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := jsonOf(t, viewOf(own.Session)), jsonOf(t, viewOf(got.Session)); a != b {
+			t.Errorf("%s:\n  %s\n  %s", c.name, a, b)
+		}
+	}
+
+	// Deleting: adk-go leaves the session's events behind (SQLite ignores
+	// the foreign key's ON DELETE CASCADE without PRAGMA foreign_keys); this
+	// service deletes them.
+	for _, s := range sides {
+		if err := s.svc.Delete(t.Context(), &session.DeleteRequest{AppName: "app", UserID: "u1", SessionID: "s1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.svc.Get(t.Context(), &session.GetRequest{AppName: "app", UserID: "u1", SessionID: "s1"}); !errors.Is(err, session.ErrNotFound) {
+			t.Fatalf("%s: get after delete: %v", s.name, err)
+		}
+	}
+	if n := countEvents(t, adkDB, "s1"); n == 0 {
+		t.Errorf("adk-go deleted the session's events: sessiondb's Delete differs from it for no reason now")
+	}
+	if n := countEvents(t, ourDB, "s1"); n != 0 {
+		t.Errorf("sessiondb left %d events of the deleted session", n)
+	}
+	if err := ourSvc.Delete(t.Context(), &session.DeleteRequest{AppName: "app", UserID: "u1"}); err == nil {
+		t.Error("delete without a session id succeeded")
+	}
+}
+
+// reopenADK opens adk-go's service on an existing database.
+func reopenADK(t *testing.T, db *sql.DB) (session.Service, error) {
+	t.Helper()
+	return database.NewSessionService(&sqlite.Dialector{Conn: db}, &gorm.Config{Logger: gormlogger.Default.LogMode(gormlogger.Silent)})
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func countEvents(t *testing.T, db *sql.DB, sessionID string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM events WHERE session_id = ?", sessionID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// tableRows is every row of table as SQL literals (quote(): text, blob,
+// number or NULL, so a value stored with another type differs), in
+// primary-key order.
+func tableRows(t *testing.T, db *sql.DB, table string) string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), "SELECT name, pk FROM pragma_table_info(?) ORDER BY cid", table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cols, quoted []string
+	keys := map[int]string{}
+	for rows.Next() {
+		var name string
+		var pk int
+		if err := rows.Scan(&name, &pk); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, name)
+		quoted = append(quoted, fmt.Sprintf("quote(%q)", name))
+		if pk > 0 {
+			keys[pk] = fmt.Sprintf("%q", name)
+		}
+	}
+	_ = rows.Close()
+	if len(cols) == 0 {
+		t.Fatalf("table %s has no columns", table)
+	}
+	var order []string
+	for i := 1; i <= len(keys); i++ {
+		order = append(order, keys[i])
+	}
+	q := "SELECT " + strings.Join(quoted, " || ' | ' || ") + " FROM " + table + " ORDER BY " + strings.Join(order, ", ")
+	rows, err = db.QueryContext(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(cols, ",") + ": " + strings.Join(out, " / ")
+}
