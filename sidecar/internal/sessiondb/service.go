@@ -15,7 +15,8 @@
 // Where this service differs from adk-go v1.7.0's, on purpose: deleting a
 // session deletes its events (adk-go declares ON DELETE CASCADE, which
 // SQLite ignores without PRAGMA foreign_keys, so a session created again
-// with the same id showed the deleted one's events).
+// with the same id showed the deleted one's events), and creating one
+// clears events such a deletion left behind.
 package sessiondb
 
 import (
@@ -53,6 +54,7 @@ const (
 		"ON CONFLICT (app_name) DO UPDATE SET state = excluded.state, update_time = excluded.update_time"
 	upsertUserState = "INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (?, ?, ?, ?) " +
 		"ON CONFLICT (app_name, user_id) DO UPDATE SET state = excluded.state, update_time = excluded.update_time"
+	deleteEvents        = "DELETE FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?"
 	touchSession        = "UPDATE sessions SET update_time = ? WHERE app_name = ? AND user_id = ? AND id = ?"
 	touchSessionAndSave = "UPDATE sessions SET update_time = ?, state = ? WHERE app_name = ? AND user_id = ? AND id = ?"
 )
@@ -88,6 +90,11 @@ func (s *Service) Create(ctx context.Context, req *session.CreateRequest) (*sess
 		}
 		if _, err := tx.ExecContext(ctx, insertSession, req.AppName, req.UserID, id, string(state), now, now); err != nil {
 			return fmt.Errorf("failed to create session: %w", err)
+		}
+		// Events a deleted session of this id left (adk-go's Delete, see
+		// the package doc) are not the new session's.
+		if _, err := tx.ExecContext(ctx, deleteEvents, req.AppName, req.UserID, id); err != nil {
+			return fmt.Errorf("failed to clear events of an earlier session %q: %w", id, err)
 		}
 		sess.state = scopedState{app: app, user: user, session: delta.session}.merged()
 		return nil
@@ -222,10 +229,7 @@ func (s *Service) Delete(ctx context.Context, req *session.DeleteRequest) error 
 			req.AppName, req.UserID, req.SessionID)
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		for _, q := range []string{
-			"DELETE FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?",
-			"DELETE FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?",
-		} {
+		for _, q := range []string{deleteEvents, "DELETE FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?"} {
 			if _, err := tx.ExecContext(ctx, q, req.AppName, req.UserID, req.SessionID); err != nil {
 				return fmt.Errorf("failed to delete session: %w", err)
 			}

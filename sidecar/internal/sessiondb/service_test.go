@@ -378,6 +378,20 @@ func TestMatchesADK(t *testing.T) {
 	if err := ourSvc.Delete(t.Context(), &session.DeleteRequest{AppName: "app", UserID: "u1"}); err == nil {
 		t.Error("delete without a session id succeeded")
 	}
+
+	// A session created again with a deleted one's id starts empty, also
+	// where adk-go's Delete left the events behind.
+	ours := sessiondb.New(adkDB)
+	if _, err := ours.Create(t.Context(), &session.CreateRequest{AppName: "app", UserID: "u1", SessionID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := ours.Get(t.Context(), &session.GetRequest{AppName: "app", UserID: "u1", SessionID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := again.Session.Events().Len(); n != 0 {
+		t.Errorf("the session created again holds %d events of the deleted one", n)
+	}
 }
 
 // reopenADK opens adk-go's service on an existing database.
