@@ -13,7 +13,7 @@ import (
 
 // File names inside the data directory.
 const (
-	SessionsDBFile = "sessions.db" // adk-go database session service
+	SessionsDBFile = "sessions.db" // adk-go's session tables (sessiondb)
 	UsageDBFile    = "usage.db"    // per-session token totals (UsageStore)
 )
 
