@@ -33,8 +33,17 @@ const KeptStatements = 64
 // single writer, busy_timeout waits out short write locks, and immediate
 // transactions avoid the lock-upgrade deadlock that busy_timeout cannot
 // resolve.
-func DSN(path string) string {
+func DSN(path string) string { return dsn(path, false) }
+
+// dsn is DSN, or with exclusive the DSN OpenExclusive uses.
+func dsn(path string, exclusive bool) string {
 	q := url.Values{}
+	if exclusive {
+		// Before journal_mode, as SQLite's WAL documentation asks: a
+		// connection exclusive when it first reads a WAL database keeps
+		// the WAL index in its own memory, never in a -shm file.
+		q.Add("_pragma", "locking_mode(EXCLUSIVE)")
+	}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
@@ -49,10 +58,34 @@ func Open(path string) (*sql.DB, error) {
 	return OpenKeeping(path, KeptStatements)
 }
 
+// OpenExclusive opens the SQLite file at path as Open does, for a store
+// that one connection serves: the pool has that one connection, and it
+// holds the file locked for as long as it is open (locking_mode
+// EXCLUSIVE). SQLite then takes no file lock per transaction and keeps the
+// WAL index in the connection's memory instead of a shared -shm file: a
+// small write costs about half as much (BenchmarkSmallWrite), most of it
+// fcntl calls saved. Nothing else, in this process or another, can open
+// the file meanwhile; a process killed holding it loses its lock with it.
+func OpenExclusive(path string) (*sql.DB, error) {
+	db, err := open(dsn(path, true), path, KeptStatements)
+	if err != nil {
+		return nil, err
+	}
+	// The lock is the connection's: a second one would wait for it in
+	// busy_timeout and fail.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	return db, nil
+}
+
 // OpenKeeping is Open keeping up to n statements per connection; with n = 0
 // every statement is prepared again each time, as the driver alone does.
 func OpenKeeping(path string, n int) (*sql.DB, error) {
-	c, err := sqlite.NewConnector(DSN(path))
+	return open(DSN(path), path, n)
+}
+
+func open(source, path string, n int) (*sql.DB, error) {
+	c, err := sqlite.NewConnector(source)
 	if err != nil {
 		return nil, fmt.Errorf("failed to open %s: %w", path, err)
 	}

@@ -48,11 +48,10 @@ func OpenLedger(ctx context.Context, path, self string) (*Ledger, error) {
 	if self == "" {
 		return nil, fmt.Errorf("failed to open budget ledger: no pod name")
 	}
-	db, err := sqlitedb.Open(path)
+	db, err := sqlitedb.OpenExclusive(path) // a single writer; see the usage store
 	if err != nil {
 		return nil, fmt.Errorf("failed to open budget ledger: %w", err)
 	}
-	db.SetMaxOpenConns(1) // a single writer; see the usage store
 	const schema = `CREATE TABLE IF NOT EXISTS day_usage (
 		pod TEXT NOT NULL,
 		day TEXT NOT NULL,

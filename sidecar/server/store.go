@@ -28,15 +28,14 @@ var _ gooseagent.UsageStore = (*UsageStore)(nil)
 
 // OpenUsageStore opens (creating if needed) the store at path.
 func OpenUsageStore(ctx context.Context, path string) (*UsageStore, error) {
-	db, err := sqlitedb.Open(path)
+	// One connection, holding the file: every turn ends with a write, and
+	// concurrent writers would wait for each other in busy_timeout's
+	// sleep-and-retry loop instead of queueing for the connection, which is
+	// handed over at once. The only reads are /stats's two small queries.
+	db, err := sqlitedb.OpenExclusive(path)
 	if err != nil {
 		return nil, fmt.Errorf("failed to open usage store: %w", err)
 	}
-	// One connection: every turn ends with a write, and concurrent writers
-	// would wait for each other in busy_timeout's sleep-and-retry loop
-	// instead of queueing for the connection, which is handed over at once.
-	// The only reads are /stats's two small queries.
-	db.SetMaxOpenConns(1)
 	const schema = `CREATE TABLE IF NOT EXISTS session_usage (
 		app_name TEXT NOT NULL,
 		user_id TEXT NOT NULL,
