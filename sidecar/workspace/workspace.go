@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"log/slog"
 	"os"
 	"path"
@@ -175,11 +176,12 @@ func (m *Manager) Path(user, session string) string {
 }
 
 // Open makes sure the session's directory exists (seeding it when it is
-// new), marks it used now, and holds it in use until release is called, so
-// a sweep leaves it alone meanwhile. Call it before every turn: goose
-// refuses a session whose working directory is gone (upstream
-// validate_absolute_cwd, on session/new and session/load alike), which
-// happens after a retention sweep or when an emptyDir volume was replaced.
+// new), marks it used (see mark), and holds it in use until release, which
+// marks it again, so a sweep leaves it alone meanwhile. Call it before
+// every turn: goose refuses a session whose working directory is gone
+// (upstream validate_absolute_cwd, on session/new and session/load alike),
+// which happens after a retention sweep or when an emptyDir volume was
+// replaced.
 func (m *Manager) Open(_ context.Context, user, session string) (dir string, release func(), err error) {
 	rel := m.rel(user, session)
 	m.mu.Lock()
@@ -187,22 +189,13 @@ func (m *Manager) Open(_ context.Context, user, session string) (dir string, rel
 	if m.closed {
 		return "", nil, errors.New("failed to open workspace: manager closed")
 	}
+	// marked: when rel was last marked used, as far as this turn knows.
+	var marked time.Time
 	if rel != "." {
-		created, err := m.mkdir(rel)
-		for try := 0; errors.Is(err, fs.ErrNotExist) && try < 3; try++ {
-			// Another replica's sweep or delete removed a parent meanwhile
-			// (a volume shared by replicas).
-			created, err = m.mkdir(rel)
+		if marked, err = m.ensure(rel); err != nil {
+			return "", nil, err
 		}
-		if err != nil {
-			return "", nil, fmt.Errorf("failed to create workspace %s: %w", rel, err)
-		}
-		if created && m.cfg.SeedDir != "" {
-			if err := m.seed(rel); err != nil {
-				return "", nil, fmt.Errorf("failed to seed workspace %s: %w", rel, err)
-			}
-		}
-		m.touch(rel)
+		marked = m.mark(rel, marked)
 	}
 	m.inUse[rel]++
 	var once sync.Once
@@ -214,36 +207,118 @@ func (m *Manager) Open(_ context.Context, user, session string) (dir string, rel
 				delete(m.inUse, rel)
 			}
 			if rel != "." && !m.closed {
-				m.touch(rel)
+				m.mark(rel, marked)
 			}
 		})
 	}
 	return m.Path(user, session), release, nil
 }
 
+// markedRecently: a directory marked used this recently is not marked again
+// (see mark).
+const markedRecently = time.Minute
+
+// mark records use of rel now, unless it was marked (at marked) within
+// markedRecently, and returns when it was last marked. A directory's mark
+// is then up to a minute older than its last use, which a sweep (of what
+// was unused for Retention, at least an hour in a GooseAgent) does not
+// notice, and back-to-back turns make no system call for it.
+func (m *Manager) mark(rel string, marked time.Time) time.Time {
+	now := m.cfg.Now()
+	if now.Sub(marked) <= markedRecently {
+		return marked
+	}
+	m.touch(rel)
+	return now
+}
+
+// ensure makes sure rel and its parents are directories inside the root,
+// creating (and seeding) what is missing, and returns when rel was last
+// marked used (the zero time when it is new). Each element must be a real
+// directory, not a link.
+func (m *Manager) ensure(rel string) (used time.Time, err error) {
+	// Most turns find their directory: looking at each element costs half
+	// the system calls of trying to create it.
+	fi, err := m.existingDir(rel)
+	if err == nil {
+		return fi.ModTime(), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return time.Time{}, fmt.Errorf("failed to open workspace %s: %w", rel, err)
+	}
+	created, err := m.mkdir(rel)
+	for try := 0; errors.Is(err, fs.ErrNotExist) && try < 3; try++ {
+		// Another replica's sweep or delete removed a parent meanwhile
+		// (a volume shared by replicas).
+		created, err = m.mkdir(rel)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("failed to create workspace %s: %w", rel, err)
+	}
+	if created && m.cfg.SeedDir != "" {
+		if err := m.seed(rel); err != nil {
+			return time.Time{}, fmt.Errorf("failed to seed workspace %s: %w", rel, err)
+		}
+	}
+	return time.Time{}, nil
+}
+
+// existingDir looks at rel and each directory above it, in order from the
+// root, and returns rel's: an error wrapping fs.ErrNotExist when one is
+// missing, another when one is not a directory.
+func (m *Manager) existingDir(rel string) (fs.FileInfo, error) {
+	var fi fs.FileInfo
+	for p := range prefixes(rel) {
+		var err error
+		if fi, err = m.isDir(p); err != nil {
+			return nil, err
+		}
+	}
+	return fi, nil
+}
+
 // mkdir creates rel and its parents inside the root and reports whether rel
 // itself was new. Each element must be a real directory, not a link.
 func (m *Manager) mkdir(rel string) (created bool, err error) {
-	elems := strings.Split(rel, "/")
-	for i := range elems {
-		p := strings.Join(elems[:i+1], "/")
+	for p := range prefixes(rel) {
 		err := m.root.Mkdir(p, dirMode)
 		switch {
 		case err == nil:
-			created = i == len(elems)-1
+			created = p == rel
 			continue
 		case !errors.Is(err, fs.ErrExist):
 			return false, err
 		}
-		fi, err := m.root.Lstat(p)
-		if err != nil {
+		if _, err := m.isDir(p); err != nil {
 			return false, err
-		}
-		if !fi.IsDir() {
-			return false, fmt.Errorf("%s exists and is not a directory (%s)", p, fi.Mode().Type())
 		}
 	}
 	return created, nil
+}
+
+// isDir is p's own file info (a link is not followed), and an error when p
+// is not a directory.
+func (m *Manager) isDir(p string) (fs.FileInfo, error) {
+	fi, err := m.root.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s exists and is not a directory (%s)", p, fi.Mode().Type())
+	}
+	return fi, nil
+}
+
+// prefixes yields a, a/b, a/b/c for the relative path a/b/c.
+func prefixes(rel string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for i, c := range rel {
+			if c == '/' && !yield(rel[:i]) {
+				return
+			}
+		}
+		yield(rel)
+	}
 }
 
 // touch records use in the directory's modification time, which the sweep

@@ -380,6 +380,45 @@ func TestSweepRemovesOnlyUnusedDirectories(t *testing.T) {
 	}
 }
 
+// TestUseIsMarkedAtMostAMinuteLate: a turn marks its directory used when
+// it starts and when it ends, except within a minute of the last mark, so
+// back-to-back turns do not touch it and a mark is never more than a minute
+// older than the directory's last use.
+func TestUseIsMarkedAtMostAMinuteLate(t *testing.T) {
+	clk := newClock()
+	t0 := clk.Now()
+	m := newManager(t, workspace.Config{Scope: workspace.ScopeSession, Retention: time.Hour, Now: clk.Now})
+	dir := m.Path("alice", "s")
+	turn := func(long time.Duration, want time.Duration) {
+		t.Helper()
+		_, release, err := m.Open(context.Background(), "alice", "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.advance(long)
+		release()
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.ModTime().Sub(t0); got != want {
+			t.Fatalf("at %s the mark is %s, want %s", clk.Now().Sub(t0), got, want)
+		}
+	}
+	turn(0, 0) // new: marked
+	clk.advance(30 * time.Second)
+	turn(20*time.Second, 0) // starts 30 s and ends 50 s after the mark
+	clk.advance(15 * time.Second)
+	turn(0, 65*time.Second) // starts 65 s after it: marked
+	turn(3*time.Minute, 245*time.Second)
+	// Gone meanwhile (another replica's sweep): made again, and marked.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(10 * time.Second)
+	turn(0, 255*time.Second)
+}
+
 func TestSweepWithoutRetentionKeepsEverything(t *testing.T) {
 	clk := newClock()
 	m := newManager(t, workspace.Config{Scope: workspace.ScopeSession, Now: clk.Now})
