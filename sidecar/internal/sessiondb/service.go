@@ -31,6 +31,8 @@ import (
 
 	"google.golang.org/adk/platform"
 	"google.golang.org/adk/session"
+
+	"github.com/adk2goose/goose-operator/internal/sqlitedb"
 )
 
 // Service is a session.Service on a database whose tables adk-go's database
@@ -76,7 +78,7 @@ func (s *Service) Create(ctx context.Context, req *session.CreateRequest) (*sess
 	now := platform.Now(ctx)
 	delta := splitState(req.State)
 	sess := &storedSession{app: req.AppName, user: req.UserID, id: id, updatedAt: now}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		app, user, err := scopeStates(ctx, tx, req.AppName, req.UserID)
 		if err != nil {
 			return err
@@ -110,15 +112,25 @@ func (s *Service) Get(ctx context.Context, req *session.GetRequest) (*session.Ge
 		return nil, fmt.Errorf("app_name, user_id, session_id are required, got app_name: %q, user_id: %q, session_id: %q",
 			req.AppName, req.UserID, req.SessionID)
 	}
-	own, updated, err := loadSession(ctx, s.db, req.AppName, req.UserID, req.SessionID)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	point := sqlitedb.Uncancelled(ctx)
+	own, updated, err := loadSession(point, s.db, req.AppName, req.UserID, req.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	evs, err := s.loadEvents(ctx, req)
+	events := point
+	if req.NumRecentEvents == 0 {
+		// How many events a whole history holds is up to the client: that
+		// read still ends with the request.
+		events = ctx
+	}
+	evs, err := s.loadEvents(events, req)
 	if err != nil {
 		return nil, err
 	}
-	app, user, err := scopeStates(ctx, s.db, req.AppName, req.UserID)
+	app, user, err := scopeStates(point, s.db, req.AppName, req.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +240,7 @@ func (s *Service) Delete(ctx context.Context, req *session.DeleteRequest) error 
 		return fmt.Errorf("app_name, user_id, session_id are required, got app_name: %q, user_id: %q, session_id: %q",
 			req.AppName, req.UserID, req.SessionID)
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, q := range []string{deleteEvents, "DELETE FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?"} {
 			if _, err := tx.ExecContext(ctx, q, req.AppName, req.UserID, req.SessionID); err != nil {
 				return fmt.Errorf("failed to delete session: %w", err)
@@ -266,7 +278,7 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 		return err
 	}
 	known := sess.LastUpdateTime()
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		own, updated, err := loadSession(ctx, tx, sess.app, sess.user, sess.id)
 		if err != nil {
 			return fmt.Errorf("cannot apply event: %w", err)
@@ -310,13 +322,19 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 	return nil
 }
 
-// inTx runs f in a transaction, committed when f returns nil.
-func (s *Service) inTx(ctx context.Context, f func(*sql.Tx) error) error {
+// inTx runs f in a transaction, committed when f returns nil, unless ctx
+// has ended. The transaction's statements are a few point reads and
+// writes: they get sqlitedb.Uncancelled(ctx), passed to f.
+func (s *Service) inTx(ctx context.Context, f func(context.Context, *sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctx = sqlitedb.Uncancelled(ctx)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("failed to begin transaction: %w", err)
 	}
-	if err := f(tx); err != nil {
+	if err := f(ctx, tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

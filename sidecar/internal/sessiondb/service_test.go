@@ -395,6 +395,50 @@ func TestMatchesADK(t *testing.T) {
 }
 
 // reopenADK opens adk-go's service on an existing database.
+// TestEndedContextChangesNothing: a call whose context has ended fails
+// with the context's error and stores nothing, as adk-go's does, though
+// this service runs its statements without the context's cancellation.
+func TestEndedContextChangesNothing(t *testing.T) {
+	adk, adkDB := openADK(t)
+	ours, ourDB := openOurs(t)
+	for _, sd := range []*side{{name: "adk-go", svc: adk, db: adkDB}, {name: "sessiondb", svc: ours, db: ourDB}} {
+		cr, err := sd.svc.Create(t.Context(), &session.CreateRequest{AppName: "app", UserID: "u", SessionID: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended, cancel := context.WithCancel(t.Context())
+		cancel()
+		calls := map[string]func() error{
+			"Create": func() error {
+				_, err := sd.svc.Create(ended, &session.CreateRequest{AppName: "app", UserID: "u", SessionID: "s2"})
+				return err
+			},
+			"Get": func() error {
+				_, err := sd.svc.Get(ended, &session.GetRequest{AppName: "app", UserID: "u", SessionID: "s", NumRecentEvents: 1})
+				return err
+			},
+			"AppendEvent": func() error {
+				return sd.svc.AppendEvent(ended, cr.Session, textEvent("e1", "goose", "lost", at(1)))
+			},
+			"Delete": func() error {
+				return sd.svc.Delete(ended, &session.DeleteRequest{AppName: "app", UserID: "u", SessionID: "s"})
+			},
+		}
+		for _, name := range slices.Sorted(maps.Keys(calls)) {
+			if err := calls[name](); !errors.Is(err, context.Canceled) {
+				t.Errorf("%s: %s with an ended context: %v, want context.Canceled", sd.name, name, err)
+			}
+		}
+		var ids string
+		if err := sd.db.QueryRowContext(t.Context(), "SELECT group_concat(id) FROM sessions").Scan(&ids); err != nil {
+			t.Fatal(err)
+		}
+		if n := countEvents(t, sd.db, "s"); ids != "s" || n != 0 {
+			t.Errorf("%s: after the calls: sessions %q, %d events; want s alone, no events", sd.name, ids, n)
+		}
+	}
+}
+
 func reopenADK(t *testing.T, db *sql.DB) (session.Service, error) {
 	t.Helper()
 	return database.NewSessionService(&sqlite.Dialector{Conn: db}, &gorm.Config{Logger: gormlogger.Default.LogMode(gormlogger.Silent)})
