@@ -48,7 +48,13 @@ var _ session.Service = (*Service)(nil)
 func New(db *sql.DB) *Service { return &Service{db: db} }
 
 const (
-	selectSession   = "SELECT state, update_time FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?"
+	selectSession = "SELECT state, update_time FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?"
+	// selectSessionWithScopes is selectSession with the app's and the
+	// user's state (NULL when not stored).
+	selectSessionWithScopes = "SELECT s.state, s.update_time, " +
+		"(SELECT a.state FROM app_states a WHERE a.app_name = s.app_name), " +
+		"(SELECT u.state FROM user_states u WHERE u.app_name = s.app_name AND u.user_id = s.user_id) " +
+		"FROM sessions s WHERE s.app_name = ? AND s.user_id = ? AND s.id = ?"
 	selectAppState  = "SELECT state FROM app_states WHERE app_name = ?"
 	selectUserState = "SELECT state FROM user_states WHERE app_name = ? AND user_id = ?"
 	insertSession   = "INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?)"
@@ -116,7 +122,7 @@ func (s *Service) Get(ctx context.Context, req *session.GetRequest) (*session.Ge
 		return nil, err
 	}
 	point := sqlitedb.Uncancelled(ctx)
-	own, updated, err := loadSession(point, s.db, req.AppName, req.UserID, req.SessionID)
+	state, updated, err := loadWithScopes(point, s.db, req.AppName, req.UserID, req.SessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -130,13 +136,9 @@ func (s *Service) Get(ctx context.Context, req *session.GetRequest) (*session.Ge
 	if err != nil {
 		return nil, err
 	}
-	app, user, err := scopeStates(point, s.db, req.AppName, req.UserID)
-	if err != nil {
-		return nil, err
-	}
 	return &session.GetResponse{Session: &storedSession{
 		app: req.AppName, user: req.UserID, id: req.SessionID, events: evs, updatedAt: updated,
-		state: scopedState{app: app, user: user, session: own}.merged(),
+		state: state.merged(),
 	}}, nil
 }
 
@@ -361,6 +363,31 @@ func loadSession(ctx context.Context, q querier, app, user, id string) (map[stri
 		return nil, time.Time{}, fmt.Errorf("failed to read state of session %q: %w", id, err)
 	}
 	return m, updated, nil
+}
+
+// loadWithScopes reads a session's own state, the app's and the user's,
+// and its update time, in one statement (one read snapshot); a session not
+// stored is session.ErrNotFound.
+func loadWithScopes(ctx context.Context, q querier, app, user, id string) (scopedState, time.Time, error) {
+	var own, appState, userState []byte
+	var updated time.Time
+	err := q.QueryRowContext(ctx, selectSessionWithScopes, app, user, id).Scan(&own, &updated, &appState, &userState)
+	if errors.Is(err, sql.ErrNoRows) {
+		return scopedState{}, time.Time{}, fmt.Errorf("%w: %q", session.ErrNotFound, id)
+	}
+	if err != nil {
+		return scopedState{}, time.Time{}, fmt.Errorf("failed to read session: %w", err)
+	}
+	var st scopedState
+	for _, d := range []struct {
+		into *map[string]any
+		b    []byte
+	}{{&st.session, own}, {&st.app, appState}, {&st.user, userState}} {
+		if *d.into, err = decodeState(d.b); err != nil {
+			return scopedState{}, time.Time{}, fmt.Errorf("failed to read state of session %q: %w", id, err)
+		}
+	}
+	return st, updated, nil
 }
 
 // scopeStates reads the app's and the user's state (empty when not stored).
