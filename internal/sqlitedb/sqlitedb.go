@@ -100,8 +100,8 @@ func open(source, path string, n int) (*sql.DB, error) {
 // that take microseconds: point reads and writes. Given a context that can
 // end, database/sql starts a goroutine for each transaction and result set,
 // and modernc.org/sqlite one for each statement (even BEGIN and COMMIT),
-// each only to interrupt it when the context ends; for a session load that
-// is more work than its four reads (BenchmarkGetRecent). What such a
+// each only to interrupt it when the context ends: for a session load,
+// more work than the reads themselves (BenchmarkGetRecent). What such a
 // statement can wait for, a lock, is bounded by busy_timeout; callers check
 // that ctx has not ended before they start.
 func Uncancelled(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
