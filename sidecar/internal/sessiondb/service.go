@@ -48,10 +48,9 @@ var _ session.Service = (*Service)(nil)
 func New(db *sql.DB) *Service { return &Service{db: db} }
 
 const (
-	selectSession = "SELECT state, update_time FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?"
-	// selectSessionWithScopes is selectSession with the app's and the
-	// user's state (NULL when not stored).
-	selectSessionWithScopes = "SELECT s.state, s.update_time, " +
+	// selectSession is a session's state and update time, with the app's
+	// and the user's state (NULL when not stored).
+	selectSession = "SELECT s.state, s.update_time, " +
 		"(SELECT a.state FROM app_states a WHERE a.app_name = s.app_name), " +
 		"(SELECT u.state FROM user_states u WHERE u.app_name = s.app_name AND u.user_id = s.user_id) " +
 		"FROM sessions s WHERE s.app_name = ? AND s.user_id = ? AND s.id = ?"
@@ -122,7 +121,7 @@ func (s *Service) Get(ctx context.Context, req *session.GetRequest) (*session.Ge
 		return nil, err
 	}
 	point := sqlitedb.Uncancelled(ctx)
-	state, updated, err := loadWithScopes(point, s.db, req.AppName, req.UserID, req.SessionID)
+	state, updated, err := loadSession(point, s.db, req.AppName, req.UserID, req.SessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +280,7 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 	}
 	known := sess.LastUpdateTime()
 	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		own, updated, err := loadSession(ctx, tx, sess.app, sess.user, sess.id)
+		row, updated, err := loadSession(ctx, tx, sess.app, sess.user, sess.id)
 		if err != nil {
 			return fmt.Errorf("cannot apply event: %w", err)
 		}
@@ -291,11 +290,7 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 		}
 		delta := splitState(stored.Actions.StateDelta)
 		if len(delta.app) > 0 || len(delta.user) > 0 {
-			app, user, err := scopeStates(ctx, tx, sess.app, sess.user)
-			if err != nil {
-				return err
-			}
-			if err := saveScopes(ctx, tx, sess.app, sess.user, app, user, delta, ev.Timestamp); err != nil {
+			if err := saveScopes(ctx, tx, sess.app, sess.user, row.app, row.user, delta, ev.Timestamp); err != nil {
 				return err
 			}
 		}
@@ -305,9 +300,9 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 		if len(delta.session) == 0 {
 			_, err = tx.ExecContext(ctx, touchSession, ev.Timestamp, sess.app, sess.user, sess.id)
 		} else {
-			maps.Copy(own, delta.session)
+			maps.Copy(row.session, delta.session)
 			var state []byte
-			if state, err = json.Marshal(own); err != nil {
+			if state, err = json.Marshal(row.session); err != nil {
 				return fmt.Errorf("failed to marshal session state: %w", err)
 			}
 			_, err = tx.ExecContext(ctx, touchSessionAndSave, ev.Timestamp, string(state), sess.app, sess.user, sess.id)
@@ -346,32 +341,13 @@ func (s *Service) inTx(ctx context.Context, f func(context.Context, *sql.Tx) err
 	return nil
 }
 
-// loadSession reads a session's own state and update time; a session not
+// loadSession reads a session's own state, the app's and the user's, and
+// its update time, in one statement (one read snapshot); a session not
 // stored is session.ErrNotFound.
-func loadSession(ctx context.Context, q querier, app, user, id string) (map[string]any, time.Time, error) {
-	var state []byte
-	var updated time.Time
-	err := q.QueryRowContext(ctx, selectSession, app, user, id).Scan(&state, &updated)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, time.Time{}, fmt.Errorf("%w: %q", session.ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("failed to read session: %w", err)
-	}
-	m, err := decodeState(state)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("failed to read state of session %q: %w", id, err)
-	}
-	return m, updated, nil
-}
-
-// loadWithScopes reads a session's own state, the app's and the user's,
-// and its update time, in one statement (one read snapshot); a session not
-// stored is session.ErrNotFound.
-func loadWithScopes(ctx context.Context, q querier, app, user, id string) (scopedState, time.Time, error) {
+func loadSession(ctx context.Context, q querier, app, user, id string) (scopedState, time.Time, error) {
 	var own, appState, userState []byte
 	var updated time.Time
-	err := q.QueryRowContext(ctx, selectSessionWithScopes, app, user, id).Scan(&own, &updated, &appState, &userState)
+	err := q.QueryRowContext(ctx, selectSession, app, user, id).Scan(&own, &updated, &appState, &userState)
 	if errors.Is(err, sql.ErrNoRows) {
 		return scopedState{}, time.Time{}, fmt.Errorf("%w: %q", session.ErrNotFound, id)
 	}

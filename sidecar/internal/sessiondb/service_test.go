@@ -394,7 +394,6 @@ func TestMatchesADK(t *testing.T) {
 	}
 }
 
-// reopenADK opens adk-go's service on an existing database.
 // TestEndedContextChangesNothing: a call whose context has ended fails
 // with the context's error and stores nothing, as adk-go's does, though
 // this service runs its statements without the context's cancellation.
@@ -439,6 +438,7 @@ func TestEndedContextChangesNothing(t *testing.T) {
 	}
 }
 
+// reopenADK opens adk-go's service on an existing database.
 func reopenADK(t *testing.T, db *sql.DB) (session.Service, error) {
 	t.Helper()
 	return database.NewSessionService(&sqlite.Dialector{Conn: db}, &gorm.Config{Logger: gormlogger.Default.LogMode(gormlogger.Silent)})
