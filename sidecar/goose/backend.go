@@ -65,6 +65,8 @@ type Backend interface {
 	//   - Before it waits for goose with no event left to yield, it calls
 	//     BeforeWait(ctx): a consumer that batches what it sends learns when
 	//     to send it.
+	//   - A consumer that reads it event by event uses OpenReply, which
+	//     needs no goroutine where the backend is a ReplyOpener.
 	Reply(ctx context.Context, sessionID string, msg UserMessage) iter.Seq2[Event, error]
 	// Approve answers an *ApprovalRequest received from Reply.
 	Approve(ctx context.Context, sessionID, requestID string, decision Decision) error

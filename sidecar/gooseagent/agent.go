@@ -382,14 +382,13 @@ func (g *gooseAgent) run(ic agent.InvocationContext) iter.Seq2[*session.Event, e
 	}
 }
 
-// replyStream is a goose reply consumed with iter.Pull2. Its context is
-// detached from the request and linked to the current turn's instead, so a
-// reply paused at a tool approval survives the end of the turn that asked
-// and is relinked to the turn that answers. The backend's goose.BeforeWait
-// calls reach the current turn's consumer too.
+// replyStream is a goose reply read event by event (goose.OpenReply). Its
+// context is detached from the request and linked to the current turn's
+// instead, so a reply paused at a tool approval survives the end of the turn
+// that asked and is relinked to the turn that answers. The backend's
+// goose.BeforeWait calls reach the current turn's consumer too.
 type replyStream struct {
-	next   func() (goose.Event, error, bool)
-	stop   func()
+	stream goose.ReplyStream
 	cancel context.CancelFunc
 	unlink func() bool
 	// waitHook is the goose.WaitHook of the turn consuming the reply; nil
@@ -402,7 +401,7 @@ func openReply(ctx context.Context, b goose.Backend, gooseID string, msg goose.U
 	r := &replyStream{cancel: cancel, unlink: context.AfterFunc(ctx, cancel)}
 	r.follow(ctx)
 	rctx = goose.WithWaitHook(rctx, r.beforeWait)
-	r.next, r.stop = iter.Pull2(b.Reply(rctx, gooseID, msg))
+	r.stream = goose.OpenReply(rctx, b, gooseID, msg)
 	return r
 }
 
@@ -435,9 +434,9 @@ func (r *replyStream) attach(ctx context.Context) {
 }
 
 // close ends the reply: cancelling first makes a backend blocked on the wire
-// return, then stop waits for the producer to finish.
+// return, then Close waits for the producer to finish.
 func (r *replyStream) close() {
 	r.unlink()
 	r.cancel()
-	r.stop()
+	r.stream.Close()
 }

@@ -185,7 +185,7 @@ func (t *turn) pump(reply *replyStream) {
 		}
 	}()
 	for {
-		ev, err, ok := reply.next()
+		ev, err, ok := reply.stream.Next()
 		if !ok {
 			t.finish("", goose.ErrStreamBroken)
 			return

@@ -112,6 +112,7 @@ type Client struct {
 var (
 	_ goose.Backend           = (*Client)(nil)
 	_ goose.WorkingDirResumer = (*Client)(nil) // gooseagent finds it by assertion: a lost method would not fail the build
+	_ goose.ReplyOpener       = (*Client)(nil) // likewise (goose.OpenReply)
 )
 
 // New validates cfg and returns a Client. It does not dial: goose may not be
@@ -1058,91 +1059,140 @@ func (c *Client) Approve(_ context.Context, sessionID, requestID string, decisio
 // ctx is done, updates still queued are dropped and the sequence ends with
 // ctx's error after session/cancel went out (goose.Backend.Reply's rules).
 func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMessage) iter.Seq2[goose.Event, error] {
-	return func(yield func(goose.Event, error) bool) {
-		if err := ctx.Err(); err != nil {
-			// Nothing reaches goose on a context that is already done.
-			yield(nil, fmt.Errorf("failed to send prompt: %w", err))
-			return
-		}
-		if err := goose.CheckMessageSize(msg.Text, c.cfg.MaxMessageBytes); err != nil {
-			// goose would drop the socket on it (goose#10751): refused here,
-			// before anything is sent.
-			yield(nil, err)
-			return
-		}
-		r, err := c.startReply(ctx, sessionID)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		defer c.endReply(r)
+	return goose.ReplySeq(func() goose.ReplyStream { return c.OpenReply(ctx, sessionID, msg) })
+}
 
-		// The prompt call must outlive ctx long enough for session/cancel to
-		// go out first; it is cancelled right after (below).
-		pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			c.runPrompt(pctx, r, msg)
-		}()
-		finished := false
-		defer func() {
-			if !finished {
-				c.abort(r)
-			}
-			r.end() // a reader waiting to deliver to us gives up
-			pcancel()
-			<-done
-		}()
+// OpenReply implements goose.ReplyOpener: Reply's values, read by the
+// caller's goroutine.
+func (c *Client) OpenReply(ctx context.Context, sessionID string, msg goose.UserMessage) goose.ReplyStream {
+	return &replyStream{c: c, ctx: ctx, sessionID: sessionID, msg: msg}
+}
 
-		// stopped ends the sequence once ctx is done: no queued event is
-		// yielded after that, only ctx's error (the contract of
-		// goose.Backend.Reply).
-		stopped := func() bool {
-			if ctx.Err() == nil {
-				return false
-			}
-			c.abort(r)
-			finished = true
-			yield(nil, fmt.Errorf("failed to stream reply: %w", ctx.Err()))
-			return true
-		}
-		waitHook := goose.WaitHook(ctx)
-		for {
-			select {
-			case <-r.signal:
-			default:
-				if waitHook != nil {
-					waitHook()
-				}
-				select {
-				case <-r.signal:
-				case <-ctx.Done():
-				}
-			}
-			if stopped() {
-				return
-			}
-			for _, it := range r.take() {
-				if stopped() {
-					return
-				}
-				if it.err != nil {
-					finished = true
-					yield(nil, it.err)
-					return
-				}
-				if _, ok := it.ev.(*goose.Finish); ok {
-					finished = true
-					yield(it.ev, nil)
-					return
-				}
-				if !yield(it.ev, nil) {
-					return
-				}
-			}
+// replyStream is one prompt. The first Next sends it; then each Next hands
+// out the next update taken from the reply's queue, and waits for more when
+// none is left.
+type replyStream struct {
+	c         *Client
+	ctx       context.Context
+	sessionID string
+	msg       goose.UserMessage
+
+	r        *reply
+	items    []item // taken from r, valid until the next take
+	next     int    // items[next] is the next to hand out
+	waitHook func() // ctx's goose.WaitHook
+	pcancel  context.CancelFunc
+	prompted chan struct{} // closed when the prompt call has returned
+	// finished: the prompt's result or error was handed out (or ctx ended
+	// the reply and session/cancel went out); nothing is left to cancel.
+	finished bool
+	started  bool
+	ended    bool // Next returns ok=false from now on
+}
+
+func (s *replyStream) Next() (goose.Event, error, bool) {
+	if s.ended {
+		return nil, nil, false
+	}
+	if !s.started {
+		s.started = true
+		if err := s.start(); err != nil {
+			return s.end(err)
 		}
 	}
+	for {
+		if s.finished {
+			s.Close() // the Finish was handed out: what follows it is not
+			return nil, nil, false
+		}
+		if s.next < len(s.items) {
+			if s.ctx.Err() != nil {
+				return s.stopped()
+			}
+			it := s.items[s.next]
+			s.next++
+			if it.err != nil {
+				s.finished = true
+				return s.end(it.err)
+			}
+			if _, ok := it.ev.(*goose.Finish); ok {
+				s.finished = true
+			}
+			return it.ev, nil, true
+		}
+		select {
+		case <-s.r.signal:
+		default:
+			if s.waitHook != nil {
+				s.waitHook()
+			}
+			select {
+			case <-s.r.signal:
+			case <-s.ctx.Done():
+			}
+		}
+		if s.ctx.Err() != nil {
+			return s.stopped()
+		}
+		s.items, s.next = s.r.take(), 0
+	}
+}
+
+// start registers the reply and sends the prompt.
+func (s *replyStream) start() error {
+	if err := s.ctx.Err(); err != nil {
+		// Nothing reaches goose on a context that is already done.
+		return fmt.Errorf("failed to send prompt: %w", err)
+	}
+	if err := goose.CheckMessageSize(s.msg.Text, s.c.cfg.MaxMessageBytes); err != nil {
+		// goose would drop the socket on it (goose#10751): refused here,
+		// before anything is sent.
+		return err
+	}
+	r, err := s.c.startReply(s.ctx, s.sessionID)
+	if err != nil {
+		return err
+	}
+	s.r, s.waitHook = r, goose.WaitHook(s.ctx)
+	// The prompt call must outlive ctx long enough for session/cancel to go
+	// out first; it is cancelled right after (Close).
+	pctx, pcancel := context.WithCancel(context.WithoutCancel(s.ctx))
+	s.pcancel, s.prompted = pcancel, make(chan struct{})
+	go func() {
+		defer close(s.prompted)
+		s.c.runPrompt(pctx, r, s.msg)
+	}()
+	return nil
+}
+
+// stopped ends the reply once ctx is done: no queued update is handed out
+// after that, only ctx's error (the contract of goose.Backend.Reply).
+func (s *replyStream) stopped() (goose.Event, error, bool) {
+	s.c.abort(s.r)
+	s.finished = true
+	return s.end(fmt.Errorf("failed to stream reply: %w", s.ctx.Err()))
+}
+
+// end returns err as the reply's last value and releases the reply.
+func (s *replyStream) end(err error) (goose.Event, error, bool) {
+	s.Close()
+	return nil, err, true
+}
+
+func (s *replyStream) Close() {
+	s.ended = true
+	r := s.r
+	if r == nil {
+		return // nothing was sent, or already released
+	}
+	s.r, s.items = nil, nil
+	if !s.finished {
+		s.c.abort(r)
+	}
+	r.end() // a reader waiting to deliver to us gives up
+	s.pcancel()
+	<-s.prompted
+	s.c.endReply(r)
 }
 
 // startReply registers a reply on the session's own connection. goose

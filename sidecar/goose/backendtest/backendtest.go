@@ -131,6 +131,7 @@ func Run(t *testing.T, h Harness) {
 		{"NotificationFloodDeliversEverything", notificationFloodDeliversEverything},
 		{"SlowReaderHoldsOnlyItsReply", slowReaderHoldsOnlyItsReply},
 		{"BeforeWaitPrecedesAWait", beforeWaitPrecedesAWait},
+		{"ReplyStream", replyStream},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
 	}

@@ -28,132 +28,177 @@ import (
 // Finish or Close ends it; and with ctx's error as soon as ctx is done
 // (frames already buffered are dropped).
 func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMessage) iter.Seq2[goose.Event, error] {
-	return func(yield func(goose.Event, error) bool) {
-		if err := goose.CheckMessageSize(msg.Text, c.maxMsg); err != nil {
-			yield(nil, err)
-			return
-		}
-		parent := ctx
-		ctx, cancel := context.WithCancel(ctx)
-		// finished: goose sent Finish; the body is then read to its end
-		// in the background, which releases the request and the stream
-		// (finishBody).
-		finished := false
-		defer func() {
-			if !finished {
-				cancel()
-			}
-		}()
-		st := &stream{cancel: cancel}
-		if !c.track(st) {
-			yield(nil, fmt.Errorf("failed to send reply: %w", errClientClosed))
-			return
-		}
-		defer func() {
-			if !finished {
-				c.untrack(st)
-			}
-		}()
+	return goose.ReplySeq(func() goose.ReplyStream { return c.OpenReply(ctx, sessionID, msg) })
+}
 
-		// ended picks the last value once the HTTP exchange failed.
-		ended := func(err error) {
-			switch why := c.closedBy(st); {
-			case why != nil:
-				// Close: the stream ends before goose finished it, as the
-				// ACP backend's does.
-				yield(nil, fmt.Errorf("failed to read reply: %w: %w", goose.ErrStreamBroken, why))
-			case parent.Err() != nil:
-				yield(nil, fmt.Errorf("failed to read reply: %w", parent.Err()))
-			default:
-				yield(nil, err)
-			}
-		}
+// OpenReply implements goose.ReplyOpener: Reply's values, read by the
+// caller's goroutine.
+func (c *Client) OpenReply(ctx context.Context, sessionID string, msg goose.UserMessage) goose.ReplyStream {
+	return &replyStream{c: c, parent: ctx, sessionID: sessionID, msg: msg}
+}
 
-		um, err := userMessage(msg.Text, time.Now())
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		payload, err := json.Marshal(chatRequest{UserMessage: um, SessionID: sessionID})
-		if err != nil {
-			yield(nil, fmt.Errorf("failed to encode reply request: %w", err))
-			return
-		}
-		goose.BeforeWait(ctx)
-		resp, err := c.send(ctx, http.MethodPost, "/reply", payload)
-		if err != nil {
-			ended(fmt.Errorf("failed to send reply: %w", err))
-			return
-		}
-		defer func() {
-			if finished {
-				// Still tracked: Close cuts it.
-				go func() {
-					finishBody(resp.Body, cancel)
-					c.untrack(st)
-				}()
-				return
-			}
-			_ = resp.Body.Close() // not drained: that would wait for the agent
-		}()
-		if resp.StatusCode != http.StatusOK {
-			yield(nil, fmt.Errorf("failed to send reply: %w", statusError(resp, goose.ErrSessionNotFound)))
-			return
-		}
-		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-			yield(nil, fmt.Errorf("failed to send reply: %w", &goose.HTTPError{StatusCode: resp.StatusCode, Body: "unexpected content type " + resp.Header.Get("Content-Type")}))
-			return
-		}
+// replyStream is one /reply exchange. The first Next sends the request;
+// then each Next hands out the next event of the frame decoded last, and
+// reads a frame when none is left.
+type replyStream struct {
+	c         *Client
+	parent    context.Context
+	sessionID string
+	msg       goose.UserMessage
 
-		r := sse.NewReader(waitingBody{wait: goose.WaitHook(ctx), body: resp.Body}, c.maxEvent)
-		var (
-			d   decoder
-			buf []goose.Event
-		)
-		for {
-			ev, err := r.Next()
-			if err != nil {
-				if d.agentErr != nil && c.closedBy(st) == nil && parent.Err() == nil {
-					// Early setup failures send Error and close (reference §3).
-					yield(nil, earlyError(d.agentErr))
-					return
-				}
-				if errors.Is(err, sse.ErrTooLong) {
-					// Only this reply's stream is given up: each reply has
-					// its own HTTP exchange, and closing it stops goosed's.
-					err = fmt.Errorf("%w: %w", goose.ErrMessageTooLarge, err)
-				}
-				ended(fmt.Errorf("failed to read reply: %w: %w", goose.ErrStreamBroken, err))
-				return
-			}
-			var done bool
-			buf, done, err = d.feed(ev.Data, buf[:0])
-			// goose finished the reply: only the stream's end is left,
-			// whether or not the consumer takes every event.
-			finished = done && err == nil
-			for _, e := range buf {
-				if parent.Err() != nil {
-					// Frames already buffered are not yielded once ctx is
-					// done: the sequence ends with ctx's error.
-					ended(nil)
-					return
-				}
-				if !yield(e, nil) {
-					return
-				}
-			}
-			if done {
-				if parent.Err() != nil {
-					ended(nil)
-					return
-				}
-				if err != nil {
-					yield(nil, err)
-				}
-				return
-			}
+	ctx    context.Context // parent's child, cancelled when the reply ends unfinished
+	cancel context.CancelFunc
+	st     *stream // tracked by the client from send to release
+	resp   *http.Response
+	r      *sse.Reader
+	d      decoder
+	buf    []goose.Event // the last frame's events
+	next   int           // buf[next] is the next to hand out
+	done   bool          // the last frame ended the reply: after buf, only doneErr
+	// doneErr is the error of the frame that ended the reply, if any.
+	doneErr error
+	// finished: goose sent Finish; the body is then read to its end in the
+	// background, which releases the request and the stream (finishBody).
+	finished bool
+	started  bool
+	ended    bool // Next returns ok=false from now on
+}
+
+func (s *replyStream) Next() (goose.Event, error, bool) {
+	if s.ended {
+		return nil, nil, false
+	}
+	if !s.started {
+		s.started = true
+		if err := s.send(); err != nil {
+			return s.end(err)
 		}
 	}
+	for {
+		if s.next < len(s.buf) {
+			if s.parent.Err() != nil {
+				// Frames already buffered are not handed out once ctx is
+				// done: the reply ends with ctx's error.
+				return s.end(s.brokenBy(nil))
+			}
+			ev := s.buf[s.next]
+			s.buf[s.next] = nil
+			s.next++
+			return ev, nil, true
+		}
+		if s.done {
+			switch {
+			case s.parent.Err() != nil:
+				return s.end(s.brokenBy(nil))
+			case s.doneErr != nil:
+				return s.end(s.doneErr)
+			}
+			s.Close()
+			return nil, nil, false
+		}
+		ev, err := s.r.Next()
+		if err != nil {
+			if s.d.agentErr != nil && s.c.closedBy(s.st) == nil && s.parent.Err() == nil {
+				// Early setup failures send Error and close (reference §3).
+				return s.end(earlyError(s.d.agentErr))
+			}
+			if errors.Is(err, sse.ErrTooLong) {
+				// Only this reply's stream is given up: each reply has its
+				// own HTTP exchange, and closing it stops goosed's.
+				err = fmt.Errorf("%w: %w", goose.ErrMessageTooLarge, err)
+			}
+			return s.end(s.brokenBy(fmt.Errorf("failed to read reply: %w: %w", goose.ErrStreamBroken, err)))
+		}
+		s.buf, s.done, s.doneErr = s.d.feed(ev.Data, s.buf[:0])
+		s.next = 0
+		// goose finished the reply: only the stream's end is left, whether
+		// or not the consumer takes every event.
+		s.finished = s.done && s.doneErr == nil
+	}
+}
+
+// send checks the message, posts it and checks the answer's head.
+func (s *replyStream) send() error {
+	c := s.c
+	if err := goose.CheckMessageSize(s.msg.Text, c.maxMsg); err != nil {
+		return err
+	}
+	s.ctx, s.cancel = context.WithCancel(s.parent)
+	st := &stream{cancel: s.cancel}
+	if !c.track(st) {
+		return fmt.Errorf("failed to send reply: %w", errClientClosed)
+	}
+	s.st = st
+	um, err := userMessage(s.msg.Text, time.Now())
+	if err != nil {
+		return err
+	}
+	payload, err := json.Marshal(chatRequest{UserMessage: um, SessionID: s.sessionID})
+	if err != nil {
+		return fmt.Errorf("failed to encode reply request: %w", err)
+	}
+	goose.BeforeWait(s.ctx)
+	resp, err := c.send(s.ctx, http.MethodPost, "/reply", payload) //nolint:bodyclose // closed by Close, or read to its end by finishBody
+	if err != nil {
+		return s.brokenBy(fmt.Errorf("failed to send reply: %w", err))
+	}
+	s.resp = resp
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("failed to send reply: %w", statusError(resp, goose.ErrSessionNotFound))
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		return fmt.Errorf("failed to send reply: %w", &goose.HTTPError{StatusCode: resp.StatusCode, Body: "unexpected content type " + resp.Header.Get("Content-Type")})
+	}
+	s.r = sse.NewReader(waitingBody{wait: goose.WaitHook(s.ctx), body: resp.Body}, c.maxEvent)
+	return nil
+}
+
+// brokenBy picks the error that ends a reply whose HTTP exchange failed
+// (err) or whose ctx is done (err nil).
+func (s *replyStream) brokenBy(err error) error {
+	switch why := s.c.closedBy(s.st); {
+	case why != nil:
+		// Close: the stream ends before goose finished it, as the ACP
+		// backend's does.
+		return fmt.Errorf("failed to read reply: %w: %w", goose.ErrStreamBroken, why)
+	case s.parent.Err() != nil:
+		return fmt.Errorf("failed to read reply: %w", s.parent.Err())
+	default:
+		return err
+	}
+}
+
+// end returns err as the reply's last value and releases the exchange.
+func (s *replyStream) end(err error) (goose.Event, error, bool) {
+	s.ended = true
+	s.Close()
+	return nil, err, true
+}
+
+func (s *replyStream) Close() {
+	s.ended = true
+	if s.cancel == nil {
+		return // nothing was sent, or already released
+	}
+	if s.resp != nil {
+		if s.finished {
+			// Still tracked: Close cuts it.
+			body, cancel, st := s.resp.Body, s.cancel, s.st
+			go func() {
+				finishBody(body, cancel)
+				s.c.untrack(st)
+			}()
+		} else {
+			_ = s.resp.Body.Close() // not drained: that would wait for the agent
+		}
+	}
+	if !s.finished {
+		if s.st != nil {
+			s.c.untrack(s.st)
+		}
+		s.cancel()
+	}
+	s.cancel, s.resp, s.r, s.buf = nil, nil, nil, nil
 }
 
 // earlyError is the error of an Error event that was not followed by Finish:
