@@ -140,6 +140,13 @@ func New(cfg Config) (*Client, error) {
 		tr.MaxIdleConns = 0 // no limit over all hosts: there is one
 		tr.MaxIdleConnsPerHost = 1 << 16
 		tr.IdleConnTimeout = 10 * time.Second
+		// Each connection holds a read and a write buffer for as long as
+		// it lives, mostly idle under a reply waiting for goose; net/http
+		// gives each 4 KiB. What crosses it is small: a request of a few
+		// hundred bytes (a long message takes more writes) and reply frames
+		// the SSE reader takes straight into its own buffer once they are
+		// as long as it (see the sse package's readBufferSize).
+		tr.ReadBufferSize, tr.WriteBufferSize = 1<<10, 1<<10
 		c.hc, c.ownHC = &http.Client{Transport: tr}, true
 	}
 	return c, nil
