@@ -3,6 +3,7 @@ package rest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -25,6 +26,12 @@ type decoder struct {
 func (d *decoder) feed(data []byte, out []goose.Event) (_ []goose.Event, done bool, err error) {
 	var ev wireEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && !decodedTypes[ev.Type] {
+			// A variant this client skips, whose fields have other types
+			// than the ones it reads: nothing of it is used.
+			return out, false, nil
+		}
 		return out, true, fmt.Errorf("failed to decode reply event: %w", err)
 	}
 	switch ev.Type {
@@ -34,14 +41,9 @@ func (d *decoder) feed(data []byte, out []goose.Event) (_ []goose.Event, done bo
 		// token_state is read from the session DB when the event is sent, so
 		// a change reflects provider calls before this message's content.
 		out = d.tokenState(ev.TokenState, out)
-		if len(ev.Message) > 0 {
-			var msg wireMessage
-			if err := json.Unmarshal(ev.Message, &msg); err != nil {
-				return out, true, fmt.Errorf("failed to decode reply message: %w", err)
-			}
-			if out, err = d.message(&msg, out); err != nil {
-				return out, true, err
-			}
+		var err error
+		if out, err = d.message(&ev.Message, out); err != nil {
+			return out, true, err
 		}
 	case "MessageUsage":
 		// 1.41 only: one provider call's usage, without session totals.
@@ -55,11 +57,7 @@ func (d *decoder) feed(data []byte, out []goose.Event) (_ []goose.Event, done bo
 			out = append(out, &goose.UsageUpdate{Last: last.Normalized()})
 		}
 	case "Notification":
-		var n wireServerNotification
-		if err := json.Unmarshal(ev.Message, &n); err != nil {
-			return out, true, fmt.Errorf("failed to decode reply notification: %w", err)
-		}
-		out = append(out, notification(ev.RequestID, &n))
+		out = append(out, notification(ev.RequestID, &ev.Message.wireServerNotification))
 	case "Error":
 		// goosed follows an agent error with Finish carrying the final token
 		// state; early setup failures send Error alone (reference §3). Hold
@@ -79,17 +77,17 @@ func (d *decoder) feed(data []byte, out []goose.Event) (_ []goose.Event, done bo
 	return out, false, nil
 }
 
+// decodedTypes are the MessageEvent variants feed reads.
+var decodedTypes = map[string]bool{"Ping": true, "Message": true, "MessageUsage": true, "Notification": true, "Error": true, "Finish": true}
+
 // message maps the content items of one Message.
-func (d *decoder) message(msg *wireMessage, out []goose.Event) ([]goose.Event, error) {
+func (d *decoder) message(msg *wireEventMessage, out []goose.Event) ([]goose.Event, error) {
 	id := ""
 	if msg.ID != nil {
 		id = *msg.ID
 	}
-	for _, raw := range msg.Content {
-		var c wireContent
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return out, fmt.Errorf("failed to decode message content: %w", err)
-		}
+	for i := range msg.Content {
+		c := &msg.Content[i]
 		switch c.Type {
 		case "text":
 			// The user's own message is echoed only on the slash-command
@@ -102,9 +100,9 @@ func (d *decoder) message(msg *wireMessage, out []goose.Event) ([]goose.Event, e
 				out = append(out, &goose.ThinkingDelta{MessageID: id, Text: c.Thinking})
 			}
 		case "toolRequest":
-			out = append(out, d.toolRequest(&c))
+			out = append(out, d.toolRequest(c))
 		case "toolResponse":
-			out = append(out, d.toolResponse(&c))
+			out = append(out, d.toolResponse(c))
 		case "actionRequired":
 			var a wireActionRequired
 			if len(c.Data) > 0 {

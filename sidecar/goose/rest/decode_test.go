@@ -88,8 +88,26 @@ func TestDecoderFrames(t *testing.T) {
 			want:   "",
 		},
 		{
+			// Decoded in one pass with the variants read: a skipped variant
+			// whose "message" or other fields have other shapes is still
+			// skipped, not an error.
+			name:   "skipped variants may reuse field names with other types",
+			frames: []string{`{"type":"SomethingNew","message":"a string","token_state":[1],"usage":7}`, `{"type":"Message","message":{"id":"m","role":"assistant","created":1,"content":[{"type":"text","text":"still here"}],"metadata":{"userVisible":true,"agentVisible":true}}}`},
+			want:   "TextDelta",
+		},
+		{
 			name:   "malformed JSON is an error",
 			frames: []string{`{"type":`},
+			done:   true,
+		},
+		{
+			name:   "malformed content of a Message is an error",
+			frames: []string{`{"type":"Message","message":{"id":"m","role":"assistant","created":1,"content":[{"type":"text","text":5}],"metadata":{"userVisible":true,"agentVisible":true}}}`},
+			done:   true,
+		},
+		{
+			name:   "malformed params of a Notification is an error",
+			frames: []string{`{"type":"Notification","request_id":"c","message":{"method":"notifications/progress","params":{"progress":"half"}}}`},
 			done:   true,
 		},
 	}
