@@ -40,6 +40,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/hack/internal/sidecarproc"
 	"github.com/adk2goose/goose-operator/internal/percentile"
+	"github.com/adk2goose/goose-operator/internal/relay"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
@@ -194,6 +195,10 @@ func serveProxy(args []string) error {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	proxy.FlushInterval = -1
+	// As every proxy of this repository: without it a stream is cut now and
+	// then (golang/go#40747).
+	direct := proxy.Director
+	proxy.Director = func(out *http.Request) { direct(out); relay.LimitBody(out) }
 	// An idle pool smaller than the streams in flight makes net/http close
 	// connections as streams end, one of which a new request may have been
 	// given (golang/go#42650); the sidecar's goose REST client does the same.
