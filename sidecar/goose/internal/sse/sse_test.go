@@ -51,7 +51,7 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 }
 
 func TestReader(t *testing.T) {
-	long := strings.Repeat("x", 200_000) // longer than the 64 KiB read buffer
+	long := strings.Repeat("x", 200_000) // far longer than the read buffer
 	tests := []struct {
 		name    string
 		in      string
@@ -196,6 +196,34 @@ func TestReaderCRLFSplitAcrossReads(t *testing.T) {
 		evs, err := readAll(r)
 		if !errors.Is(err, io.EOF) || len(evs) != 1 || evs[0].Data != "a\nb" {
 			t.Fatalf("split at %d: events %+v, err %v", split, evs, err)
+		}
+	}
+}
+
+// Frames around the read buffer's size, read in whatever pieces the body
+// gives: a line that straddles the end of the buffer is joined whole, and
+// lines that fit are parsed in place, whichever comes first.
+func TestReaderLinesAcrossTheBuffer(t *testing.T) {
+	var in strings.Builder
+	var want []got
+	for n := 1; n <= 3*readBufferSize; n += 97 {
+		d := strings.Repeat(strconv.Itoa(n%10), n)
+		in.WriteString("data: " + d + "\n\n")
+		want = append(want, got{Data: d})
+	}
+	for name, wrap := range map[string]func(io.Reader) io.Reader{
+		"whole":    func(r io.Reader) io.Reader { return r },
+		"halves":   iotest.HalfReader,
+		"one byte": iotest.OneByteReader,
+	} {
+		evs, err := readAll(NewReader(wrap(strings.NewReader(in.String())), 0))
+		if !errors.Is(err, io.EOF) || len(evs) != len(want) {
+			t.Fatalf("%s: %d events, err %v; want %d", name, len(evs), err, len(want))
+		}
+		for i := range want {
+			if evs[i] != want[i] {
+				t.Fatalf("%s: event %d is %d bytes, want %d", name, i, len(evs[i].Data), len(want[i].Data))
+			}
 		}
 	}
 }
