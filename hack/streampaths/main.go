@@ -193,12 +193,12 @@ func serveProxy(args []string) error {
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("invalid -target %q", *target)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	proxy.FlushInterval = -1
-	// As every proxy of this repository: without it a stream is cut now and
-	// then (golang/go#40747).
-	direct := proxy.Director
-	proxy.Director = func(out *http.Request) { direct(out); relay.LimitBody(out) }
+	proxy := &httputil.ReverseProxy{
+		// LimitBody, as every proxy of this repository: without it a stream
+		// is cut now and then (golang/go#40747).
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u); relay.LimitBody(pr.Out) },
+		FlushInterval: -1,
+	}
 	// An idle pool smaller than the streams in flight makes net/http close
 	// connections as streams end, one of which a new request may have been
 	// given (golang/go#42650); the sidecar's goose REST client does the same.

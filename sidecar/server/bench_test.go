@@ -79,12 +79,13 @@ func BenchmarkStreamPaths(b *testing.B) {
 	fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script, PingInterval: time.Minute})
 	defer fake.Close()
 	target, _ := url.Parse(fake.URL)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.FlushInterval = -1 // flush every write, as an SSE proxy must
-	// As every proxy of this repository: without it a stream is cut now and
-	// then (golang/go#40747; at concurrency 1, paced, 2 of 60).
-	direct := proxy.Director
-	proxy.Director = func(out *http.Request) { direct(out); relay.LimitBody(out) }
+	proxy := &httputil.ReverseProxy{
+		// LimitBody, as every proxy of this repository: without it a stream
+		// is cut now and then (golang/go#40747; at concurrency 1, paced, 2
+		// of 60).
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(target); relay.LimitBody(pr.Out) },
+		FlushInterval: -1, // flush every write, as an SSE proxy must
+	}
 	// Its own pool, large enough for every stream: with http.DefaultTransport's
 	// two idle connections per host, net/http closes connections as streams
 	// end, one of which a new request may have been given (golang/go#42650),
