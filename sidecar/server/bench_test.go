@@ -112,7 +112,12 @@ func BenchmarkStreamPaths(b *testing.B) {
 		b.Cleanup(func() { _ = c.Close(); tr.CloseIdleConnections() })
 		return c
 	}
-	sidecarBackend := newClient(fake.URL)
+	// The sidecar's goose client as the binary makes it (its own transport).
+	sidecarBackend, err := rest.New(rest.Config{URL: fake.URL, SecretKey: fake.SecretKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sidecarBackend.Close() })
 	breakdown := newTTFEBreakdown()
 	sc := startSidecar(b, sidecarBackend, b.TempDir(), func(cfg *server.Config) {
 		cfg.StartGooseOnCreate = *benchEarly

@@ -8,7 +8,9 @@ import (
 	"io"
 	"iter"
 	"mime"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"time"
 
@@ -49,6 +51,9 @@ type replyStream struct {
 	ctx    context.Context // parent's child, cancelled when the reply ends unfinished
 	cancel context.CancelFunc
 	st     *stream // tracked by the client from send to release
+	conn   net.Conn
+	// unhook takes the reply's goose.WaitHook off its connection (waitConn).
+	unhook func()
 	resp   *http.Response
 	r      *sse.Reader
 	d      decoder
@@ -138,7 +143,9 @@ func (s *replyStream) send() error {
 		return fmt.Errorf("failed to encode reply request: %w", err)
 	}
 	goose.BeforeWait(s.ctx)
-	resp, err := c.send(s.ctx, http.MethodPost, "/reply", payload) //nolint:bodyclose // closed by Close, or read to its end by finishBody
+	// The connection that carries the answer (the last one, after retries).
+	traced := httptrace.WithClientTrace(s.ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { s.conn = i.Conn }})
+	resp, err := c.send(traced, http.MethodPost, "/reply", payload) //nolint:bodyclose // closed by Close, or read to its end by finishBody
 	if err != nil {
 		return s.brokenBy(fmt.Errorf("failed to send reply: %w", err))
 	}
@@ -149,7 +156,17 @@ func (s *replyStream) send() error {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return fmt.Errorf("failed to send reply: %w", &goose.HTTPError{StatusCode: resp.StatusCode, Body: "unexpected content type " + resp.Header.Get("Content-Type")})
 	}
-	s.r = sse.NewReader(waitingBody{wait: goose.WaitHook(s.ctx), body: resp.Body}, c.maxEvent)
+	var body io.Reader = resp.Body
+	if hook := goose.WaitHook(s.ctx); hook != nil {
+		// HTTP/1: the connection is this reply's alone, and its body is
+		// read by this goroutine.
+		if wc := waitConnOf(s.conn); wc != nil && resp.ProtoMajor == 1 {
+			s.unhook = wc.carry(hook) // called only before a read that waits
+		} else {
+			body = waitingBody{wait: hook, body: resp.Body}
+		}
+	}
+	s.r = sse.NewReader(body, c.maxEvent)
 	return nil
 }
 
@@ -177,6 +194,11 @@ func (s *replyStream) end(err error) (goose.Event, error, bool) {
 
 func (s *replyStream) Close() {
 	s.ended = true
+	if s.unhook != nil {
+		// Before the connection can go back to the pool for another reply.
+		s.unhook()
+		s.unhook = nil
+	}
 	if s.cancel == nil {
 		return // nothing was sent, or already released
 	}
@@ -198,7 +220,7 @@ func (s *replyStream) Close() {
 		}
 		s.cancel()
 	}
-	s.cancel, s.resp, s.r, s.buf = nil, nil, nil, nil
+	s.cancel, s.resp, s.r, s.buf, s.conn = nil, nil, nil, nil, nil
 }
 
 // earlyError is the error of an Error event that was not followed by Finish:
