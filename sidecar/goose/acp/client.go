@@ -1086,7 +1086,6 @@ type replyStream struct {
 	// finished: the prompt's result or error was handed out (or ctx ended
 	// the reply and session/cancel went out); nothing is left to cancel.
 	finished bool
-	started  bool
 	ended    bool // Next returns ok=false from now on
 }
 
@@ -1094,8 +1093,7 @@ func (s *replyStream) Next() (goose.Event, error, bool) {
 	if s.ended {
 		return nil, nil, false
 	}
-	if !s.started {
-		s.started = true
+	if s.r == nil { // the first call
 		if err := s.start(); err != nil {
 			return s.end(err)
 		}

@@ -51,7 +51,6 @@ type replyStream struct {
 	ctx    context.Context // parent's child, cancelled when the reply ends unfinished
 	cancel context.CancelFunc
 	st     *stream // tracked by the client from send to release
-	conn   net.Conn
 	// unhook takes the reply's goose.WaitHook off its connection (waitConn).
 	unhook func()
 	resp   *http.Response
@@ -62,19 +61,19 @@ type replyStream struct {
 	done   bool          // the last frame ended the reply: after buf, only doneErr
 	// doneErr is the error of the frame that ended the reply, if any.
 	doneErr error
-	// finished: goose sent Finish; the body is then read to its end in the
-	// background, which releases the request and the stream (finishBody).
-	finished bool
-	started  bool
-	ended    bool // Next returns ok=false from now on
+	ended   bool // Next returns ok=false from now on
 }
+
+// finished: goose sent Finish; only the stream's end is left, whether or
+// not the consumer takes every event. The body is then read to its end in
+// the background, which releases the request and the stream (finishBody).
+func (s *replyStream) finished() bool { return s.done && s.doneErr == nil }
 
 func (s *replyStream) Next() (goose.Event, error, bool) {
 	if s.ended {
 		return nil, nil, false
 	}
-	if !s.started {
-		s.started = true
+	if s.r == nil { // the first call
 		if err := s.send(); err != nil {
 			return s.end(err)
 		}
@@ -116,9 +115,6 @@ func (s *replyStream) Next() (goose.Event, error, bool) {
 		}
 		s.buf, s.done, s.doneErr = s.d.feed(ev.Data, s.buf[:0])
 		s.next = 0
-		// goose finished the reply: only the stream's end is left, whether
-		// or not the consumer takes every event.
-		s.finished = s.done && s.doneErr == nil
 	}
 }
 
@@ -144,7 +140,8 @@ func (s *replyStream) send() error {
 	}
 	goose.BeforeWait(s.ctx)
 	// The connection that carries the answer (the last one, after retries).
-	traced := httptrace.WithClientTrace(s.ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { s.conn = i.Conn }})
+	var conn net.Conn
+	traced := httptrace.WithClientTrace(s.ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { conn = i.Conn }})
 	resp, err := c.send(traced, http.MethodPost, "/reply", payload) //nolint:bodyclose // closed by Close, or read to its end by finishBody
 	if err != nil {
 		return s.brokenBy(fmt.Errorf("failed to send reply: %w", err))
@@ -160,7 +157,7 @@ func (s *replyStream) send() error {
 	if hook := goose.WaitHook(s.ctx); hook != nil {
 		// HTTP/1: the connection is this reply's alone, and its body is
 		// read by this goroutine.
-		if wc := waitConnOf(s.conn); wc != nil && resp.ProtoMajor == 1 {
+		if wc := waitConnOf(conn); wc != nil && resp.ProtoMajor == 1 {
 			s.unhook = wc.carry(hook) // called only before a read that waits
 		} else {
 			body = waitingBody{wait: hook, body: resp.Body}
@@ -203,7 +200,7 @@ func (s *replyStream) Close() {
 		return // nothing was sent, or already released
 	}
 	if s.resp != nil {
-		if s.finished {
+		if s.finished() {
 			// Still tracked: Close cuts it.
 			body, cancel, st := s.resp.Body, s.cancel, s.st
 			go func() {
@@ -214,13 +211,13 @@ func (s *replyStream) Close() {
 			_ = s.resp.Body.Close() // not drained: that would wait for the agent
 		}
 	}
-	if !s.finished {
+	if !s.finished() {
 		if s.st != nil {
 			s.c.untrack(s.st)
 		}
 		s.cancel()
 	}
-	s.cancel, s.resp, s.r, s.buf, s.conn = nil, nil, nil, nil, nil
+	s.cancel, s.resp, s.r, s.buf = nil, nil, nil, nil
 }
 
 // earlyError is the error of an Error event that was not followed by Finish:
