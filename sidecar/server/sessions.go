@@ -68,7 +68,10 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *s
 	if err := adkcompat.Migrate(ctx, migrator, w); err != nil {
 		return dbs, nil, err
 	}
-	return dbs, newSessionService(sessiondb.New(r), sessiondb.New(w)), nil
+	// One cache for both: each run reads its session's newest event
+	// through r right after its previous run wrote it through w.
+	cache := sessiondb.NewCache(0)
+	return dbs, newSessionService(sessiondb.NewCached(r, cache), sessiondb.NewCached(w, cache)), nil
 }
 
 // sessionService is the session store (sessiondb) with its reads and
@@ -85,9 +88,10 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *s
 // readers, which WAL never makes wait for the writer, cannot hold the writer
 // up by taking all connections.
 //
-// Two things keep a run's first event from waiting on the database (see
+// Three things keep a run's first event from waiting on the database (see
 // runContext): the session a run loads is loaded once per request, not by
-// each of adkrest's check, the runner and the guard; and the runner's write
+// each of adkrest's check, the runner and the guard, and usually from what
+// the session's last write left in memory (sessiondb.Cache); and the runner's write
 // of the user message goes on in the background while goose starts,
 // finished before the run's next write of the session and before its turn
 // ends (flush).

@@ -18,54 +18,78 @@ const eventColumns = "id, app_name, user_id, session_id, invocation_id, author, 
 
 const insertEvent = "INSERT INTO events (" + eventColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
-// eventArgs are ev's column values for insertEvent, stored as adk-go's
-// database service stores them (createStorageEvent): actions as a JSON
-// blob, the other JSON columns as text or NULL when empty, the optional
-// strings NULL when empty.
-func eventArgs(app, user, sessionID string, ev *session.Event) ([]any, error) {
-	actions, err := json.Marshal(ev.Actions)
-	if err != nil {
-		return nil, fmt.Errorf("failed to marshal event actions: %w", err)
+// eventRow is an event as the events table holds it: its JSON columns
+// encoded as adk-go's database service encodes them (createStorageEvent),
+// nil where the column is NULL. The event written and the one read back
+// both pass through it, and so does the newest event a Cache keeps.
+type eventRow struct {
+	id, invocationID, author, branch, errorCode, errorMessage string
+
+	actions, toolIDs, content, grounding, custom, usage, citation []byte
+
+	timestamp                          time.Time
+	partial, turnComplete, interrupted bool
+}
+
+// newEventRow encodes ev: actions always, the other JSON columns when set.
+func newEventRow(ev *session.Event) (eventRow, error) {
+	r := eventRow{
+		id: ev.ID, invocationID: ev.InvocationID, author: ev.Author, branch: ev.Branch,
+		errorCode: ev.ErrorCode, errorMessage: ev.ErrorMessage, timestamp: ev.Timestamp,
+		partial: ev.Partial, turnComplete: ev.TurnComplete, interrupted: ev.Interrupted,
 	}
-	var toolIDs any
-	if len(ev.LongRunningToolIDs) > 0 {
-		if toolIDs, err = jsonText(ev.LongRunningToolIDs); err != nil {
-			return nil, fmt.Errorf("failed to marshal long running tool IDs: %w", err)
-		}
+	var err error
+	if r.actions, err = json.Marshal(ev.Actions); err != nil {
+		return eventRow{}, fmt.Errorf("failed to marshal event actions: %w", err)
 	}
-	var content, grounding, custom, usage, citation any
 	for _, c := range []struct {
-		dst  *any
+		dst  *[]byte
 		v    any
 		set  bool
 		name string
 	}{
-		{&content, ev.Content, ev.Content != nil, "content"},
-		{&grounding, ev.GroundingMetadata, ev.GroundingMetadata != nil, "grounding metadata"},
-		{&custom, ev.CustomMetadata, len(ev.CustomMetadata) > 0, "custom metadata"},
-		{&usage, ev.UsageMetadata, ev.UsageMetadata != nil, "usage metadata"},
-		{&citation, ev.CitationMetadata, ev.CitationMetadata != nil, "citation metadata"},
+		{&r.toolIDs, ev.LongRunningToolIDs, len(ev.LongRunningToolIDs) > 0, "long running tool IDs"},
+		{&r.content, ev.Content, ev.Content != nil, "content"},
+		{&r.grounding, ev.GroundingMetadata, ev.GroundingMetadata != nil, "grounding metadata"},
+		{&r.custom, ev.CustomMetadata, len(ev.CustomMetadata) > 0, "custom metadata"},
+		{&r.usage, ev.UsageMetadata, ev.UsageMetadata != nil, "usage metadata"},
+		{&r.citation, ev.CitationMetadata, ev.CitationMetadata != nil, "citation metadata"},
 	} {
 		if !c.set {
 			continue
 		}
-		if *c.dst, err = jsonText(c.v); err != nil {
-			return nil, fmt.Errorf("failed to marshal %s: %w", c.name, err)
+		if *c.dst, err = json.Marshal(c.v); err != nil {
+			return eventRow{}, fmt.Errorf("failed to marshal %s: %w", c.name, err)
 		}
 	}
-	return []any{
-		ev.ID, app, user, sessionID, ev.InvocationID, ev.Author, actions, toolIDs,
-		nullIfEmpty(ev.Branch), ev.Timestamp, content, grounding, custom, usage, citation,
-		ev.Partial, ev.TurnComplete, nullIfEmpty(ev.ErrorCode), nullIfEmpty(ev.ErrorMessage), ev.Interrupted,
-	}, nil
+	return r, nil
 }
 
-func jsonText(v any) (any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
+// args are the row's values for insertEvent: actions as a blob, the other
+// JSON columns as text, empty optional strings as NULL.
+func (r *eventRow) args(app, user, sessionID string) []any {
+	return []any{
+		r.id, app, user, sessionID, r.invocationID, r.author, r.actions, textOrNull(r.toolIDs),
+		nullIfEmpty(r.branch), r.timestamp, textOrNull(r.content), textOrNull(r.grounding), textOrNull(r.custom),
+		textOrNull(r.usage), textOrNull(r.citation),
+		r.partial, r.turnComplete, nullIfEmpty(r.errorCode), nullIfEmpty(r.errorMessage), r.interrupted,
 	}
-	return string(b), nil
+}
+
+// size is about how many bytes the row holds.
+func (r *eventRow) size() int {
+	n := len(r.id) + len(r.invocationID) + len(r.author) + len(r.branch) + len(r.errorCode) + len(r.errorMessage)
+	for _, b := range [][]byte{r.actions, r.toolIDs, r.content, r.grounding, r.custom, r.usage, r.citation} {
+		n += len(b)
+	}
+	return n + 256 // the struct and the slices' headers
+}
+
+func textOrNull(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
 }
 
 func nullIfEmpty(s string) any {
@@ -79,29 +103,33 @@ func nullIfEmpty(s string) any {
 // database service reads one (createEventFromStorageEvent).
 func scanEvent(rows *sql.Rows) (*session.Event, error) {
 	var (
-		id, invocationID, author                    string
-		actions, toolIDs                            []byte
-		content, grounding, custom, usage, citation []byte
-		branch, errorCode, errorMessage             sql.NullString
-		partial, turnComplete, interrupted          sql.NullBool
-		timestamp                                   time.Time
+		r                               eventRow
+		branch, errorCode, errorMessage sql.NullString
+		partial, turnComplete, interr   sql.NullBool
 	)
-	if err := rows.Scan(&id, &invocationID, &author, &actions, &toolIDs, &branch, &timestamp,
-		&content, &grounding, &custom, &usage, &citation, &partial, &turnComplete, &errorCode, &errorMessage, &interrupted); err != nil {
+	if err := rows.Scan(&r.id, &r.invocationID, &r.author, &r.actions, &r.toolIDs, &branch, &r.timestamp,
+		&r.content, &r.grounding, &r.custom, &r.usage, &r.citation, &partial, &turnComplete, &errorCode, &errorMessage, &interr); err != nil {
 		return nil, fmt.Errorf("failed to read event: %w", err)
 	}
+	r.branch, r.errorCode, r.errorMessage = branch.String, errorCode.String, errorMessage.String
+	r.partial, r.turnComplete, r.interrupted = partial.Bool, turnComplete.Bool, interr.Bool
+	return r.event()
+}
+
+// event decodes the row.
+func (r *eventRow) event() (*session.Event, error) {
 	ev := &session.Event{
-		ID:           id,
-		InvocationID: invocationID,
-		Author:       author,
-		Timestamp:    timestamp,
-		Branch:       branch.String,
+		ID:           r.id,
+		InvocationID: r.invocationID,
+		Author:       r.author,
+		Timestamp:    r.timestamp,
+		Branch:       r.branch,
 		LLMResponse: model.LLMResponse{
-			ErrorCode:    errorCode.String,
-			ErrorMessage: errorMessage.String,
-			Partial:      partial.Bool,
-			TurnComplete: turnComplete.Bool,
-			Interrupted:  interrupted.Bool,
+			ErrorCode:    r.errorCode,
+			ErrorMessage: r.errorMessage,
+			Partial:      r.partial,
+			TurnComplete: r.turnComplete,
+			Interrupted:  r.interrupted,
 		},
 	}
 	for _, c := range []struct {
@@ -109,19 +137,19 @@ func scanEvent(rows *sql.Rows) (*session.Event, error) {
 		dst  any
 		name string
 	}{
-		{actions, &ev.Actions, "actions"},
-		{toolIDs, &ev.LongRunningToolIDs, "long running tool IDs"},
-		{content, &ev.Content, "content"},
-		{grounding, &ev.GroundingMetadata, "grounding metadata"},
-		{custom, &ev.CustomMetadata, "custom metadata"},
-		{usage, &ev.UsageMetadata, "usage metadata"},
-		{citation, &ev.CitationMetadata, "citation metadata"},
+		{r.actions, &ev.Actions, "actions"},
+		{r.toolIDs, &ev.LongRunningToolIDs, "long running tool IDs"},
+		{r.content, &ev.Content, "content"},
+		{r.grounding, &ev.GroundingMetadata, "grounding metadata"},
+		{r.custom, &ev.CustomMetadata, "custom metadata"},
+		{r.usage, &ev.UsageMetadata, "usage metadata"},
+		{r.citation, &ev.CitationMetadata, "citation metadata"},
 	} {
 		if len(c.src) == 0 {
 			continue
 		}
 		if err := json.Unmarshal(c.src, c.dst); err != nil {
-			return nil, fmt.Errorf("failed to unmarshal %s of event %s: %w", c.name, id, err)
+			return nil, fmt.Errorf("failed to unmarshal %s of event %s: %w", c.name, r.id, err)
 		}
 	}
 	return ev, nil

@@ -39,13 +39,19 @@ import (
 // session service made. Transactions take SQLite's write lock when they
 // begin (sqlitedb's DSN), so writes of one session never interleave.
 type Service struct {
-	db *sql.DB
+	db    *sql.DB
+	cache *Cache // nil: none
 }
 
 var _ session.Service = (*Service)(nil)
 
 // New returns the service on db.
 func New(db *sql.DB) *Service { return &Service{db: db} }
+
+// NewCached returns the service on db, keeping in c what a read of a
+// session's newest event gives (see Cache). Services that share c must be
+// on the same database and its only writers.
+func NewCached(db *sql.DB, c *Cache) *Service { return &Service{db: db, cache: c} }
 
 const (
 	// selectSession is a session's state and update time, with the app's
@@ -61,6 +67,8 @@ const (
 		"ON CONFLICT (app_name) DO UPDATE SET state = excluded.state, update_time = excluded.update_time"
 	upsertUserState = "INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (?, ?, ?, ?) " +
 		"ON CONFLICT (app_name, user_id) DO UPDATE SET state = excluded.state, update_time = excluded.update_time"
+	selectNewestEventTime = "SELECT timestamp FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? " +
+		"ORDER BY timestamp DESC LIMIT 1"
 	deleteEvents        = "DELETE FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?"
 	touchSession        = "UPDATE sessions SET update_time = ? WHERE app_name = ? AND user_id = ? AND id = ?"
 	touchSessionAndSave = "UPDATE sessions SET update_time = ?, state = ? WHERE app_name = ? AND user_id = ? AND id = ?"
@@ -103,10 +111,13 @@ func (s *Service) Create(ctx context.Context, req *session.CreateRequest) (*sess
 		if _, err := tx.ExecContext(ctx, deleteEvents, req.AppName, req.UserID, id); err != nil {
 			return fmt.Errorf("failed to clear events of an earlier session %q: %w", id, err)
 		}
-		sess.state = scopedState{app: app, user: user, session: delta.session}.merged()
+		stored := scopedState{app: app, user: user, session: delta.session}
+		sess.state = stored.merged()
+		s.cache.written(sessionKey{req.AppName, req.UserID, id}, delta.scoped(), stored, now, nil)
 		return nil
 	})
 	if err != nil {
+		s.cache.dropped(sessionKey{req.AppName, req.UserID, id}, delta.scoped())
 		return nil, err
 	}
 	return &session.CreateResponse{Session: sess}, nil
@@ -119,6 +130,15 @@ func (s *Service) Get(ctx context.Context, req *session.GetRequest) (*session.Ge
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if req.NumRecentEvents == 1 && req.After.IsZero() {
+		sess, ok, err := s.cache.session(sessionKey{req.AppName, req.UserID, req.SessionID})
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return &session.GetResponse{Session: sess}, nil
+		}
 	}
 	point := sqlitedb.Uncancelled(ctx)
 	state, updated, err := loadSession(point, s.db, req.AppName, req.UserID, req.SessionID)
@@ -241,14 +261,20 @@ func (s *Service) Delete(ctx context.Context, req *session.DeleteRequest) error 
 		return fmt.Errorf("app_name, user_id, session_id are required, got app_name: %q, user_id: %q, session_id: %q",
 			req.AppName, req.UserID, req.SessionID)
 	}
-	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	k := sessionKey{req.AppName, req.UserID, req.SessionID}
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, q := range []string{deleteEvents, "DELETE FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?"} {
 			if _, err := tx.ExecContext(ctx, q, req.AppName, req.UserID, req.SessionID); err != nil {
 				return fmt.Errorf("failed to delete session: %w", err)
 			}
 		}
+		s.cache.dropped(k, false)
 		return nil
 	})
+	if err != nil {
+		s.cache.dropped(k, false) // deleted or not, it may be neither
+	}
+	return err
 }
 
 // AppendEvent stores ev (partial events are not stored) and adds it to
@@ -274,10 +300,12 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 	ev.Timestamp = ev.Timestamp.Truncate(time.Microsecond)
 	sess.add(ev)
 	stored := withoutTempState(ev)
-	args, err := eventArgs(sess.app, sess.user, sess.id, stored)
+	evRow, err := newEventRow(stored)
 	if err != nil {
 		return err
 	}
+	k := sessionKey{sess.app, sess.user, sess.id}
+	delta := splitState(stored.Actions.StateDelta)
 	known := sess.LastUpdateTime()
 	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		row, updated, err := loadSession(ctx, tx, sess.app, sess.user, sess.id)
@@ -288,13 +316,16 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 			return fmt.Errorf("stale session error: last update time from request (%s) is older than in database (%s)",
 				time.UnixMicro(known.UnixMicro()).Format(time.RFC3339Nano), time.UnixMicro(updated.UnixMicro()).Format(time.RFC3339Nano))
 		}
-		delta := splitState(stored.Actions.StateDelta)
-		if len(delta.app) > 0 || len(delta.user) > 0 {
+		newest, err := s.newestAfterAppend(ctx, tx, k, &evRow)
+		if err != nil {
+			return err
+		}
+		if delta.scoped() {
 			if err := saveScopes(ctx, tx, sess.app, sess.user, row.app, row.user, delta, ev.Timestamp); err != nil {
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, insertEvent, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, insertEvent, evRow.args(sess.app, sess.user, sess.id)...); err != nil {
 			return fmt.Errorf("failed to save event: %w", err)
 		}
 		if len(delta.session) == 0 {
@@ -310,13 +341,54 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 		if err != nil {
 			return fmt.Errorf("failed to save session state: %w", err)
 		}
+		if newest == nil {
+			s.cache.dropped(k, delta.scoped())
+		} else {
+			s.cache.written(k, delta.scoped(), row, ev.Timestamp, newest)
+		}
 		return nil
 	})
 	if err != nil {
+		s.cache.dropped(k, delta.scoped())
 		return err
 	}
 	sess.setUpdated(ev.Timestamp)
 	return nil
+}
+
+// newestAfterAppend is the newest event session k will have once ev is
+// appended, if that is ev: nil when the cache is off, or when an event the
+// session has is as new as ev (a read of the newest event could give
+// either). Called in the append's transaction, before the insert.
+func (s *Service) newestAfterAppend(ctx context.Context, tx *sql.Tx, k sessionKey, ev *eventRow) (*eventRow, error) {
+	if s.cache == nil {
+		return nil, nil
+	}
+	prev, cached := s.cache.newest(k)
+	if !cached {
+		var err error
+		if prev, err = newestEvent(ctx, tx, k); err != nil {
+			return nil, err
+		}
+	}
+	if prev != nil && !ev.timestamp.After(prev.timestamp) {
+		return nil, nil
+	}
+	return ev, nil
+}
+
+// newestEvent is the time of session k's newest event (as a row with only
+// that), nil when it has none.
+func newestEvent(ctx context.Context, q querier, k sessionKey) (*eventRow, error) {
+	var at time.Time
+	err := q.QueryRowContext(ctx, selectNewestEventTime, k.app, k.user, k.id).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the newest event's time: %w", err)
+	}
+	return &eventRow{timestamp: at}, nil
 }
 
 // inTx runs f in a transaction, committed when f returns nil, unless ctx

@@ -182,9 +182,25 @@ func (s *side) appendTo(ctx context.Context, name string, ev *session.Event) (an
 func TestMatchesADK(t *testing.T) {
 	adkSvc, adkDB := openADK(t)
 	ourSvc, ourDB := openOurs(t)
+	_, cachedDB := openADK(t)
+	cache := sessiondb.NewCache(0)
 	sides := []*side{
 		{name: "adk-go", svc: adkSvc, db: adkDB, sessions: map[string]session.Session{}},
 		{name: "sessiondb", svc: ourSvc, db: ourDB, sessions: map[string]session.Session{}},
+		// The newest-event reads ("newest" steps) are served from the
+		// cache where it holds the session.
+		{name: "sessiondb with a cache", svc: sessiondb.NewCached(cachedDB, cache), db: cachedDB, sessions: map[string]session.Session{}},
+	}
+	// newest reads session id with its newest event only; cached: whether
+	// the cache must hold the session then.
+	newest := func(name, user, id string, cached bool) step {
+		name = "get only the newest event of " + id + " (" + name + ")"
+		return step{name, "ok", func(ctx context.Context, s *side) (any, error) {
+			if s.svc == sides[2].svc && cache.Holds("app", user, id) != cached {
+				t.Errorf("%s: cache holds the session: %v, want %v", name, !cached, cached)
+			}
+			return s.load(ctx, "newest", session.GetRequest{AppName: "app", UserID: user, SessionID: id, NumRecentEvents: 1})
+		}}
 	}
 	steps := []step{
 		{"create with scoped state", "ok", func(ctx context.Context, s *side) (any, error) {
@@ -195,6 +211,7 @@ func TestMatchesADK(t *testing.T) {
 			return s.create(platform.WithUUIDProvider(ctx, func() string { return "generated-1" }), "s2",
 				&session.CreateRequest{AppName: "app", UserID: "u2"})
 		}},
+		newest("created", "u1", "s1", true),
 		{"create an existing id", "error", func(ctx context.Context, s *side) (any, error) {
 			return s.create(ctx, "dup", &session.CreateRequest{AppName: "app", UserID: "u1", SessionID: "s1"})
 		}},
@@ -204,6 +221,7 @@ func TestMatchesADK(t *testing.T) {
 		{"append a text event", "ok", func(ctx context.Context, s *side) (any, error) {
 			return s.appendTo(ctx, "s1", textEvent("e1", "user", "hello", at(1)))
 		}},
+		newest("after a text event", "u1", "s1", true),
 		{"append a partial event", "ok", func(ctx context.Context, s *side) (any, error) {
 			ev := textEvent("partial", "goose", "hel", at(2))
 			ev.Partial = true
@@ -212,17 +230,22 @@ func TestMatchesADK(t *testing.T) {
 		{"append an event with every field", "ok", func(ctx context.Context, s *side) (any, error) {
 			return s.appendTo(ctx, "s1", fullEvent("e2", at(3)))
 		}},
+		newest("after an event with every field", "u1", "s1", true),
+		newest("of another user, created", "u2", "generated-1", true),
 		{"append state of every scope", "ok", func(ctx context.Context, s *side) (any, error) {
 			return s.appendTo(ctx, "s1", stateEvent("e3", at(4), map[string]any{
 				"k": "v2", "new": []any{1.0, "x"}, "app:shared": 2.0, "user:pref": "light", "user:other": nil, "temp:t": "gone",
 			}))
 		}},
+		newest("after state of every scope", "u1", "s1", true),
+		newest("of another user, after app state changed", "u2", "generated-1", false),
 		{"append only temp state", "ok", func(ctx context.Context, s *side) (any, error) {
 			return s.appendTo(ctx, "s1", stateEvent("e4", at(5), map[string]any{"temp:only": 1.0}))
 		}},
 		{"append only user state", "ok", func(ctx context.Context, s *side) (any, error) {
 			return s.appendTo(ctx, "s1", stateEvent("e4u", at(5).Add(time.Millisecond), map[string]any{"user:pref": "blue"}))
 		}},
+		newest("after user state", "u1", "s1", true),
 		{"get the whole session", "ok", func(ctx context.Context, s *side) (any, error) {
 			return s.load(ctx, "s1", session.GetRequest{})
 		}},
@@ -253,6 +276,7 @@ func TestMatchesADK(t *testing.T) {
 			}
 			return s.appendTo(ctx, "fresh", textEvent("e5", "goose", "earlier", at(1).Add(time.Microsecond)))
 		}},
+		newest("after an event stamped in the past", "u1", "s1", false),
 		{"the old copy still writes", "ok", func(ctx context.Context, s *side) (any, error) {
 			return s.appendTo(ctx, "old", textEvent("e6", "goose", "through old", at(6)))
 		}},
@@ -262,15 +286,18 @@ func TestMatchesADK(t *testing.T) {
 			}
 			return s.appendTo(ctx, "fresh", textEvent("e7", "goose", "later", at(9)))
 		}},
+		newest("after an event stamped later", "u1", "s1", true),
 		{"the older copy is stale", "stale", func(ctx context.Context, s *side) (any, error) {
 			return s.appendTo(ctx, "recent", textEvent("e8", "goose", "too late", at(8)))
 		}},
+		newest("after a stale write", "u1", "s1", false),
 		{"append an event id twice", "error", func(ctx context.Context, s *side) (any, error) {
 			if _, err := s.load(ctx, "fresh", session.GetRequest{}); err != nil {
 				return nil, err
 			}
 			return s.appendTo(ctx, "fresh", textEvent("e1", "goose", "same id", at(10)))
 		}},
+		newest("after a failed write", "u1", "s1", false),
 		{"list the app", "ok", func(ctx context.Context, s *side) (any, error) {
 			r, err := s.svc.List(ctx, &session.ListRequest{AppName: "app"})
 			if err != nil {
@@ -331,6 +358,9 @@ func TestMatchesADK(t *testing.T) {
 	for _, table := range []string{"sessions", "events", "app_states", "user_states"} {
 		if a, b := tableRows(t, adkDB, table), tableRows(t, ourDB, table); a != b {
 			t.Errorf("table %s:\n  adk-go:    %s\n  sessiondb: %s", table, a, b)
+		}
+		if a, b := tableRows(t, ourDB, table), tableRows(t, cachedDB, table); a != b {
+			t.Errorf("table %s:\n  sessiondb:              %s\n  sessiondb with a cache: %s", table, a, b)
 		}
 	}
 
@@ -511,4 +541,74 @@ func tableRows(t *testing.T, db *sql.DB, table string) string {
 		t.Fatal(err)
 	}
 	return strings.Join(cols, ",") + ": " + strings.Join(out, " / ")
+}
+
+// A cache keeps no more than its bytes, and a session it dropped to make
+// room reads the same from the database.
+func TestCacheStaysWithinItsBytes(t *testing.T) {
+	_, db := openADK(t)
+	const maxBytes = 32 << 10
+	cache := sessiondb.NewCache(maxBytes)
+	svc := sessiondb.NewCached(db, cache)
+	plain := sessiondb.New(db)
+	const n = 100
+	for i := range n {
+		id := fmt.Sprint("s", i)
+		cr, err := svc.Create(t.Context(), &session.CreateRequest{AppName: "app", UserID: "u", SessionID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.AppendEvent(t.Context(), cr.Session, textEvent(id+"-e", "goose", strings.Repeat("x", 1000), at(i))); err != nil {
+			t.Fatal(err)
+		}
+		if b := cache.Bytes(); b > maxBytes {
+			t.Fatalf("after %d sessions the cache holds %d bytes, more than %d", i+1, b, maxBytes)
+		}
+	}
+	if l := cache.Len(); l == 0 || l == n {
+		t.Fatalf("the cache holds %d of %d sessions of about 1 KiB in %d bytes", l, n, maxBytes)
+	}
+	for i := range n {
+		req := &session.GetRequest{AppName: "app", UserID: "u", SessionID: fmt.Sprint("s", i), NumRecentEvents: 1}
+		a, err := svc.Get(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := plain.Get(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x, y := jsonOf(t, viewOf(a.Session)), jsonOf(t, viewOf(b.Session)); x != y {
+			t.Errorf("session %d:\n  cached: %s\n  stored: %s", i, x, y)
+		}
+	}
+}
+
+// What the cache holds is served without the database, which is why only
+// the services sharing it may write there: a row deleted behind its back
+// is still read.
+func TestCacheServesWithoutTheDatabase(t *testing.T) {
+	_, db := openADK(t)
+	svc := sessiondb.NewCached(db, sessiondb.NewCache(0))
+	cr, err := svc.Create(t.Context(), &session.CreateRequest{AppName: "app", UserID: "u", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AppendEvent(t.Context(), cr.Session, textEvent("e", "goose", "hi", at(1))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(t.Context(), "DELETE FROM sessions"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := svc.Get(t.Context(), &session.GetRequest{AppName: "app", UserID: "u", SessionID: "s", NumRecentEvents: 1})
+	if err != nil {
+		t.Fatalf("newest event read: %v", err)
+	}
+	if evs := got.Session.Events(); evs.Len() != 1 || evs.At(0).ID != "e" {
+		t.Errorf("newest event read from the cache: %s", jsonOf(t, viewOf(got.Session)))
+	}
+	// Any other read goes to the database.
+	if _, err := svc.Get(t.Context(), &session.GetRequest{AppName: "app", UserID: "u", SessionID: "s"}); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("whole-session read: %v, want not found", err)
+	}
 }

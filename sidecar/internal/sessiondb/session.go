@@ -146,6 +146,10 @@ func splitState(m map[string]any) scopedState {
 	return s
 }
 
+// scoped reports whether s has app or user keys, which every session of
+// the app or the user shows.
+func (s scopedState) scoped() bool { return len(s.app) > 0 || len(s.user) > 0 }
+
 // merged is the state a session shows: its own keys, and the app's and
 // the user's with their prefixes.
 func (s scopedState) merged() map[string]any {
