@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -610,5 +611,82 @@ func TestCacheServesWithoutTheDatabase(t *testing.T) {
 	// Any other read goes to the database.
 	if _, err := svc.Get(t.Context(), &session.GetRequest{AppName: "app", UserID: "u", SessionID: "s"}); !errors.Is(err, session.ErrNotFound) {
 		t.Errorf("whole-session read: %v, want not found", err)
+	}
+}
+
+// Writers of many sessions at once, some changing app or user state that
+// other sessions show, and readers of newest events beside them: after
+// them, every session reads from the cache as it reads from the database.
+func TestCacheUnderConcurrentWrites(t *testing.T) {
+	_, db := openADK(t)
+	db.SetMaxOpenConns(4)
+	cache := sessiondb.NewCache(0)
+	svc := sessiondb.NewCached(db, cache)
+	plain := sessiondb.New(db)
+	const sessions, events = 8, 40
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions*2)
+	for i := range sessions {
+		user, id := fmt.Sprint("u", i%3), fmt.Sprint("s", i)
+		cr, err := svc.Create(ctx, &session.CreateRequest{AppName: "app", UserID: user, SessionID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(2)
+		go func() { // the session's writer
+			defer wg.Done()
+			sess := cr.Session
+			for j := range events {
+				delta := map[string]any{"n": float64(j)}
+				switch j % 7 {
+				case 3:
+					delta["app:last"] = id
+				case 5:
+					delta["user:last"] = id
+				}
+				if err := svc.AppendEvent(ctx, sess, stateEvent(fmt.Sprint(id, "-", j), time.Now(), delta)); err != nil {
+					errs <- fmt.Errorf("session %s event %d: %w", id, j, err)
+					return
+				}
+			}
+		}()
+		go func() { // a reader of its newest event
+			defer wg.Done()
+			for range events {
+				if _, err := svc.Get(ctx, &session.GetRequest{AppName: "app", UserID: user, SessionID: id, NumRecentEvents: 1}); err != nil {
+					errs <- fmt.Errorf("session %s: %w", id, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	held := 0
+	for i := range sessions {
+		user, id := fmt.Sprint("u", i%3), fmt.Sprint("s", i)
+		if cache.Holds("app", user, id) {
+			held++
+		}
+		req := &session.GetRequest{AppName: "app", UserID: user, SessionID: id, NumRecentEvents: 1}
+		a, err := svc.Get(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := plain.Get(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x, y := jsonOf(t, viewOf(a.Session)), jsonOf(t, viewOf(b.Session)); x != y {
+			t.Errorf("session %s:\n  cached: %s\n  stored: %s", id, x, y)
+		}
+	}
+	// The last write that emptied the cache kept its own session.
+	if held == 0 {
+		t.Error("the cache holds no session: the comparison tested the database only")
 	}
 }
