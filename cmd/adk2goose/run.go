@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/dustin/go-humanize"
 
 	"github.com/adk2goose/goose-operator/internal/secretfile"
@@ -188,6 +189,26 @@ func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
 
 // run is the whole program; main only wires signals. It returns after a
 // graceful drain once ctx is done.
+// memoryLimitRatio is the share of the container's memory limit the Go
+// heap is kept under; the rest is for stacks and what the runtime does not
+// count. memoryLimitRefresh is how often the limit is read again: a pod's
+// resources can be resized in place.
+const (
+	memoryLimitRatio   = 0.9
+	memoryLimitRefresh = time.Minute
+)
+
+// setMemoryLimit gives the Go runtime the memory limit from (the
+// container's): near it the GC works harder rather than letting a burst's
+// garbage take the pod over its limit, where an OOM kill would end every
+// session's turn at once. A GOMEMLIMIT in the environment wins, and
+// AUTOMEMLIMIT=off turns this off. The limit is read again every
+// memoryLimitRefresh until ctx ends. It returns the limit now in force.
+func setMemoryLimit(ctx context.Context, log *slog.Logger, from memlimit.Provider) (int64, error) {
+	return memlimit.Set(memlimit.WithProvider(from), memlimit.WithRatio(memoryLimitRatio),
+		memlimit.WithLogger(log), memlimit.WithRefreshInterval(ctx, memoryLimitRefresh))
+}
+
 func run(ctx context.Context, args []string, getenv func(string) string) error {
 	return runWith(ctx, args, getenv, os.Stderr, nil)
 }
@@ -200,6 +221,11 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	log, err := newLogger(o, logw)
 	if err != nil {
 		return err
+	}
+	ctx, stopRefresh := context.WithCancel(ctx) // ends the memory limit's refresh with the run
+	defer stopRefresh()
+	if _, err := setMemoryLimit(ctx, log, memlimit.FromCgroup); err != nil {
+		log.Warn("failed to give the Go runtime the container's memory limit; its GC does not know it", "error", err)
 	}
 	secret := o.gooseSecretEnv
 	if o.gooseSecretFile != "" {
