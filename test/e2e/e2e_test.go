@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,11 +188,25 @@ func (e *env) samples(t *testing.T) {
 	}
 	start := time.Now()
 	var running []string
+	podOf := map[string]string{}
 	for _, name := range list {
 		pods := e.waitAgentReady(t, samplesNS, name, 1)
 		t.Logf("%s: pod %s Ready %s after apply", name, pods[0].Name, time.Since(start).Round(100*time.Millisecond))
 		sidecarBeforeGoose(t, &pods[0])
 		running = append(running, name)
+		podOf[name] = pods[0].Name
+	}
+	// The sidecar gives the Go runtime 90% of its container's memory limit
+	// (the openai sample's 512Mi), as the node's cgroup reports it.
+	if pod := podOf["openai-coder"]; pod != "" {
+		limit := float64(512 << 20)
+		want := strconv.FormatUint(uint64(limit*0.9), 10)
+		logs := e.mustKubectl(t, "", "-n", samplesNS, "logs", pod, "-c", "adk2goose")
+		if !strings.Contains(logs, "GOMEMLIMIT") || !strings.Contains(logs, want) {
+			t.Errorf("openai-coder's sidecar did not set GOMEMLIMIT=%s from its 512Mi limit; its log:\n%s", want, logs)
+		}
+	} else {
+		t.Error("the openai sample is not running: the sidecar's memory limit went unchecked")
 	}
 	// The manager reaches every sidecar's /stats over the pod network.
 	for _, name := range running {
