@@ -2,7 +2,6 @@ package sessiondb
 
 import (
 	"encoding/json"
-	"fmt"
 	"sync"
 	"time"
 
@@ -150,32 +149,48 @@ func (c *Cache) removeLocked(k sessionKey) {
 }
 
 // session is the cached session k as Get with NumRecentEvents 1 returns
-// it; ok is false when it is not cached.
-func (c *Cache) session(k sessionKey) (s *storedSession, ok bool, err error) {
+// it; ok is false when it is not cached. An entry that does not decode
+// (it was encoded here, so it should) is dropped and read from the
+// database instead.
+func (c *Cache) session(k sessionKey) (s *storedSession, ok bool) {
 	if c == nil {
-		return nil, false, nil
+		return nil, false
 	}
 	c.mu.Lock()
 	e, ok := c.entries[k]
 	c.mu.Unlock()
 	if !ok {
-		return nil, false, nil
+		return nil, false
 	}
-	// Decoded as a read of the database decodes the same bytes, so what
-	// the caller gets is the same, fresh and its own.
+	s, err := e.session(k)
+	if err != nil {
+		c.mu.Lock()
+		if c.entries[k] == e {
+			c.removeLocked(k)
+		}
+		c.mu.Unlock()
+		return nil, false
+	}
+	return s, true
+}
+
+// session decodes the entry as a read of the database decodes the same
+// bytes, so what the caller gets is the same, fresh and its own.
+func (e *cacheEntry) session(k sessionKey) (*storedSession, error) {
 	var st scopedState
 	for i, into := range []*map[string]any{&st.session, &st.app, &st.user} {
+		var err error
 		if *into, err = decodeState(e.state[i]); err != nil {
-			return nil, false, fmt.Errorf("failed to read state of session %q: %w", k.id, err)
+			return nil, err
 		}
 	}
 	evs := []*session.Event{}
 	if e.newest != nil {
 		ev, err := e.newest.event()
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		evs = append(evs, ev)
 	}
-	return &storedSession{app: k.app, user: k.user, id: k.id, events: evs, updatedAt: e.updated, state: st.merged()}, true, nil
+	return &storedSession{app: k.app, user: k.user, id: k.id, events: evs, updatedAt: e.updated, state: st.merged()}, nil
 }

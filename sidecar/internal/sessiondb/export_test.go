@@ -12,3 +12,10 @@ func (c *Cache) Bytes() int {
 	defer c.mu.Unlock()
 	return c.bytes
 }
+
+// Corrupt makes c's entry of the session undecodable.
+func (c *Cache) Corrupt(app, user, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries[sessionKey{app, user, id}].state[0] = []byte("{")
+}

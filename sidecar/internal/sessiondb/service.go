@@ -132,11 +132,7 @@ func (s *Service) Get(ctx context.Context, req *session.GetRequest) (*session.Ge
 		return nil, err
 	}
 	if req.NumRecentEvents == 1 && req.After.IsZero() {
-		sess, ok, err := s.cache.session(sessionKey{req.AppName, req.UserID, req.SessionID})
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+		if sess, ok := s.cache.session(sessionKey{req.AppName, req.UserID, req.SessionID}); ok {
 			return &session.GetResponse{Session: sess}, nil
 		}
 	}

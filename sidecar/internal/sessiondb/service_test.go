@@ -690,3 +690,25 @@ func TestCacheUnderConcurrentWrites(t *testing.T) {
 		t.Error("the cache holds no session: the comparison tested the database only")
 	}
 }
+
+// An entry that does not decode (it never should) is dropped, and the
+// session is read from the database instead of failing the read.
+func TestCacheDropsAnEntryThatDoesNotDecode(t *testing.T) {
+	_, db := openADK(t)
+	cache := sessiondb.NewCache(0)
+	svc := sessiondb.NewCached(db, cache)
+	if _, err := svc.Create(t.Context(), &session.CreateRequest{AppName: "app", UserID: "u", SessionID: "s", State: map[string]any{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	cache.Corrupt("app", "u", "s")
+	got, err := svc.Get(t.Context(), &session.GetRequest{AppName: "app", UserID: "u", SessionID: "s", NumRecentEvents: 1})
+	if err != nil {
+		t.Fatalf("newest event read: %v, want the stored session", err)
+	}
+	if v, _ := got.Session.State().Get("k"); v != "v" {
+		t.Errorf("state k = %v, want v", v)
+	}
+	if cache.Holds("app", "u", "s") {
+		t.Error("the undecodable entry is still held")
+	}
+}
