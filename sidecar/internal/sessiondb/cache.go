@@ -56,29 +56,16 @@ func NewCache(maxBytes int) *Cache {
 	return &Cache{entries: map[sessionKey]*cacheEntry{}, maxBytes: maxBytes}
 }
 
-// Len is how many sessions the cache holds.
-func (c *Cache) Len() int {
-	if c == nil {
-		return 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}
-
-// newest is the event a cached session's newest is, nil when it has none;
-// ok is false when the session is not cached.
-func (c *Cache) newest(k sessionKey) (ev *eventRow, ok bool) {
-	if c == nil {
-		return nil, false
-	}
+// newestTime is the time of a cached session's newest event, zero when it
+// has none; ok is false when the session is not cached.
+func (c *Cache) newestTime(k sessionKey) (at time.Time, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[k]
-	if !ok {
-		return nil, false
+	if ok && e.newest != nil {
+		at = e.newest.timestamp
 	}
-	return e.newest, true
+	return at, ok
 }
 
 // written records a write of session k, in its transaction: st is the

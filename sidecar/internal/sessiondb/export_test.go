@@ -2,7 +2,7 @@ package sessiondb
 
 // Holds reports whether c holds the session.
 func (c *Cache) Holds(app, user, id string) bool {
-	_, ok := c.newest(sessionKey{app, user, id})
+	_, ok := c.newestTime(sessionKey{app, user, id})
 	return ok
 }
 
@@ -18,4 +18,11 @@ func (c *Cache) Corrupt(app, user, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.entries[sessionKey{app, user, id}].state[0] = []byte("{")
+}
+
+// Len is how many sessions c holds.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
 }

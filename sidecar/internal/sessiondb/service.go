@@ -257,20 +257,17 @@ func (s *Service) Delete(ctx context.Context, req *session.DeleteRequest) error 
 		return fmt.Errorf("app_name, user_id, session_id are required, got app_name: %q, user_id: %q, session_id: %q",
 			req.AppName, req.UserID, req.SessionID)
 	}
-	k := sessionKey{req.AppName, req.UserID, req.SessionID}
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		// Under the write lock, before the commit; if it rolls back, the
+		// session is only read from the file.
+		s.cache.dropped(sessionKey{req.AppName, req.UserID, req.SessionID}, false)
 		for _, q := range []string{deleteEvents, "DELETE FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?"} {
 			if _, err := tx.ExecContext(ctx, q, req.AppName, req.UserID, req.SessionID); err != nil {
 				return fmt.Errorf("failed to delete session: %w", err)
 			}
 		}
-		s.cache.dropped(k, false)
 		return nil
 	})
-	if err != nil {
-		s.cache.dropped(k, false) // deleted or not, it may be neither
-	}
-	return err
 }
 
 // AppendEvent stores ev (partial events are not stored) and adds it to
@@ -312,7 +309,7 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 			return fmt.Errorf("stale session error: last update time from request (%s) is older than in database (%s)",
 				time.UnixMicro(known.UnixMicro()).Format(time.RFC3339Nano), time.UnixMicro(updated.UnixMicro()).Format(time.RFC3339Nano))
 		}
-		newest, err := s.newestAfterAppend(ctx, tx, k, &evRow)
+		newest, err := s.isNewest(ctx, tx, k, evRow.timestamp)
 		if err != nil {
 			return err
 		}
@@ -337,10 +334,10 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 		if err != nil {
 			return fmt.Errorf("failed to save session state: %w", err)
 		}
-		if newest == nil {
-			s.cache.dropped(k, delta.scoped())
+		if newest {
+			s.cache.written(k, delta.scoped(), row, ev.Timestamp, &evRow)
 		} else {
-			s.cache.written(k, delta.scoped(), row, ev.Timestamp, newest)
+			s.cache.dropped(k, delta.scoped())
 		}
 		return nil
 	})
@@ -352,39 +349,33 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 	return nil
 }
 
-// newestAfterAppend is the newest event session k will have once ev is
-// appended, if that is ev: nil when the cache is off, or when an event the
-// session has is as new as ev (a read of the newest event could give
-// either). Called in the append's transaction, before the insert.
-func (s *Service) newestAfterAppend(ctx context.Context, tx *sql.Tx, k sessionKey, ev *eventRow) (*eventRow, error) {
+// isNewest reports whether an event stamped at would be session k's
+// newest: false when the cache is off (nothing asks), or when an event the
+// session has is as new (a read of the newest event could give either).
+// Called in the append's transaction, before the insert.
+func (s *Service) isNewest(ctx context.Context, tx *sql.Tx, k sessionKey, at time.Time) (bool, error) {
 	if s.cache == nil {
-		return nil, nil
+		return false, nil
 	}
-	prev, cached := s.cache.newest(k)
+	prev, cached := s.cache.newestTime(k)
 	if !cached {
 		var err error
-		if prev, err = newestEvent(ctx, tx, k); err != nil {
-			return nil, err
+		if prev, err = newestEventTime(ctx, tx, k); err != nil {
+			return false, err
 		}
 	}
-	if prev != nil && !ev.timestamp.After(prev.timestamp) {
-		return nil, nil
-	}
-	return ev, nil
+	return at.After(prev), nil
 }
 
-// newestEvent is the time of session k's newest event (as a row with only
-// that), nil when it has none.
-func newestEvent(ctx context.Context, q querier, k sessionKey) (*eventRow, error) {
+// newestEventTime is the time of session k's newest event, zero when it
+// has none.
+func newestEventTime(ctx context.Context, q querier, k sessionKey) (time.Time, error) {
 	var at time.Time
 	err := q.QueryRowContext(ctx, selectNewestEventTime, k.app, k.user, k.id).Scan(&at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, fmt.Errorf("failed to read the newest event's time: %w", err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("failed to read the newest event's time: %w", err)
-	}
-	return &eventRow{timestamp: at}, nil
+	return at, nil
 }
 
 // inTx runs f in a transaction, committed when f returns nil, unless ctx
