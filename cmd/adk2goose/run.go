@@ -187,8 +187,6 @@ func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("unknown log format %q", o.logFormat)
 }
 
-// run is the whole program; main only wires signals. It returns after a
-// graceful drain once ctx is done.
 // memoryLimitRatio is the share of the container's memory limit the Go
 // heap is kept under; the rest is for stacks and what the runtime does not
 // count. memoryLimitRefresh is how often the limit is read again: a pod's
@@ -209,6 +207,8 @@ func setMemoryLimit(ctx context.Context, log *slog.Logger, from memlimit.Provide
 		memlimit.WithLogger(log), memlimit.WithRefreshInterval(ctx, memoryLimitRefresh))
 }
 
+// run is the whole program; main only wires signals. It returns after a
+// graceful drain once ctx is done.
 func run(ctx context.Context, args []string, getenv func(string) string) error {
 	return runWith(ctx, args, getenv, os.Stderr, nil)
 }

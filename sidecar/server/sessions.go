@@ -90,11 +90,11 @@ func openSessionService(ctx context.Context, path string) (dbs []*sql.DB, svc *s
 //
 // Three things keep a run's first event from waiting on the database (see
 // runContext): the session a run loads is loaded once per request, not by
-// each of adkrest's check, the runner and the guard, and usually from what
-// the session's last write left in memory (sessiondb.Cache); and the runner's write
-// of the user message goes on in the background while goose starts,
-// finished before the run's next write of the session and before its turn
-// ends (flush).
+// each of adkrest's check, the runner and the guard; it is usually loaded
+// from what the session's last write left in memory (sessiondb.Cache); and
+// the runner's write of the user message goes on in the background while
+// goose starts, finished before the run's next write of the session and
+// before its turn ends (flush).
 type sessionService struct {
 	session.Service // reads
 	w               session.Service
