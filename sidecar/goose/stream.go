@@ -24,6 +24,25 @@ type ReplyStream interface {
 	Close()
 }
 
+// ReadyStream is a ReplyStream that can tell whether its next value has
+// already arrived: a consumer that is behind goose can then take what is
+// waiting and handle it at once (join text deltas, say) without ever
+// holding a value back to wait for goose. Both of our backends' streams
+// implement it.
+type ReadyStream interface {
+	ReplyStream
+	// Ready reports whether Next would return without waiting for goose.
+	// It never waits and never returns true when Next would wait.
+	Ready() bool
+}
+
+// Ready reports whether s's next value has arrived; false when s cannot
+// tell (it is not a ReadyStream).
+func Ready(s ReplyStream) bool {
+	r, ok := s.(ReadyStream)
+	return ok && r.Ready()
+}
+
 // ReplyOpener is implemented by backends that read a reply without a
 // goroutine of their own (both of ours). Reply and OpenReply are the same
 // reply: Reply is ReplySeq over OpenReply.

@@ -1136,6 +1136,18 @@ func (s *replyStream) Next() (goose.Event, error, bool) {
 	}
 }
 
+// Ready implements goose.ReadyStream: taken updates are left, or goose has
+// queued more.
+func (s *replyStream) Ready() bool {
+	switch {
+	case s.ended || s.finished || s.next < len(s.items):
+		return true
+	case s.r == nil:
+		return false // the first Next sends the prompt and waits for goose
+	}
+	return s.r.queued()
+}
+
 // start registers the reply and sends the prompt.
 func (s *replyStream) start() error {
 	if err := s.ctx.Err(); err != nil {

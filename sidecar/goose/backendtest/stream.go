@@ -3,7 +3,9 @@ package backendtest
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -42,6 +44,40 @@ func replyStream(t *testing.T, h Harness) {
 		}
 		s.Close()
 		s.Close()
+	})
+	t.Run("ready only when the next value has arrived", func(t *testing.T) {
+		b, _ := h.start(t, goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
+			{Text: "a"}, {Text: "b"}, {Text: "c"},
+			{Delay: 10 * time.Minute, Text: "z"}, // goose works on until the reply is closed
+		}}))
+		id := startSession(t, b)
+		s := goose.OpenReply(context.Background(), b, id, goose.UserMessage{Text: "hi"})
+		defer s.Close()
+		rs, ok := s.(goose.ReadyStream)
+		if !ok {
+			t.Skipf("%T cannot tell whether its next value has arrived", s)
+		}
+		if rs.Ready() {
+			t.Fatal("Ready before the message was sent")
+		}
+		var text strings.Builder
+		for text.String() != "abc" {
+			ev, err, ok := rs.Next()
+			if !ok || err != nil {
+				t.Fatalf("reply ended after %q: %v", text.String(), err)
+			}
+			if d, isText := ev.(*goose.TextDelta); isText {
+				text.WriteString(d.Text)
+			}
+		}
+		// Nothing more arrives while goose works: Next would wait.
+		if rs.Ready() {
+			t.Fatal("Ready while goose is still working")
+		}
+		rs.Close()
+		if !rs.Ready() {
+			t.Fatal("not Ready after Close, although Next returns at once")
+		}
 	})
 	t.Run("closed before Next sends nothing", func(t *testing.T) {
 		b, fake := h.start(t, goosetest.Echo)

@@ -118,6 +118,29 @@ func (s *replyStream) Next() (goose.Event, error, bool) {
 	}
 }
 
+// Ready implements goose.ReadyStream: it decodes the frames that have
+// already arrived, without reading more, until one yields an event.
+func (s *replyStream) Ready() bool {
+	if s.ended {
+		return true
+	}
+	if s.r == nil {
+		return false // the first Next sends the message and waits for goose
+	}
+	for s.next >= len(s.buf) && !s.done {
+		ev, ok, err := s.r.NextBuffered()
+		if err != nil {
+			return true // Next returns it at once
+		}
+		if !ok {
+			return false
+		}
+		s.buf, s.done, s.doneErr = s.d.feed(ev.Data, s.buf[:0])
+		s.next = 0
+	}
+	return true
+}
+
 // send checks the message, posts it and checks the answer's head.
 func (s *replyStream) send() error {
 	c := s.c

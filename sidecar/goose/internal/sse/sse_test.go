@@ -27,6 +27,33 @@ func readAll(r *Reader) ([]got, error) {
 	}
 }
 
+// readAllBuffered reads as readAll does, but after each Next takes what
+// NextBuffered gives, and fails if NextBuffered read from the stream.
+func readAllBuffered(r *Reader, c *chunkReader) ([]got, error) {
+	var out []got
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, got{ev.Type, ev.ID, string(ev.Data), ev.Retry})
+		for {
+			reads := c.i
+			ev, ok, err := r.NextBuffered()
+			if c.i != reads {
+				return out, errors.New("NextBuffered read from the stream")
+			}
+			if err != nil {
+				return out, err
+			}
+			if !ok {
+				break
+			}
+			out = append(out, got{ev.Type, ev.ID, string(ev.Data), ev.Retry})
+		}
+	}
+}
+
 // chunkReader returns the input in reads of the given sizes (cycled), to
 // exercise frames and line terminators split across reads.
 type chunkReader struct {
@@ -346,22 +373,82 @@ func FuzzSSE(f *testing.F) {
 		for i, s := range sizes {
 			sz[i] = int(s)
 		}
-		gotEvs, err := readAll(NewReader(&chunkReader{data: in, sizes: sz}, maxLen))
-		if !errors.Is(err, wantErr) {
-			t.Fatalf("error = %v, reference %v", err, wantErr)
-		}
-		if len(gotEvs) != len(want) {
-			t.Fatalf("events %+v, reference %+v", gotEvs, want)
-		}
-		for i := range want {
-			if gotEvs[i] != want[i] {
-				t.Fatalf("event %d = %+v, reference %+v", i, gotEvs[i], want[i])
+		// Next alone, then Next with NextBuffered taking what has arrived:
+		// the same events either way.
+		for _, buffered := range []bool{false, true} {
+			c := &chunkReader{data: in, sizes: sz}
+			r := NewReader(c, maxLen)
+			read := readAll
+			if buffered {
+				read = func(r *Reader) ([]got, error) { return readAllBuffered(r, c) }
 			}
-			if len(gotEvs[i].Data) > maxLen || strings.ContainsRune(gotEvs[i].Data, '\r') {
-				t.Fatalf("event %d data violates invariants: %q", i, gotEvs[i].Data)
+			gotEvs, err := read(r)
+			if !errors.Is(err, wantErr) {
+				t.Fatalf("buffered %v: error = %v, reference %v", buffered, err, wantErr)
+			}
+			if len(gotEvs) != len(want) {
+				t.Fatalf("buffered %v: events %+v, reference %+v", buffered, gotEvs, want)
+			}
+			for i := range want {
+				if gotEvs[i] != want[i] {
+					t.Fatalf("buffered %v: event %d = %+v, reference %+v", buffered, i, gotEvs[i], want[i])
+				}
+				if len(gotEvs[i].Data) > maxLen || strings.ContainsRune(gotEvs[i].Data, '\r') {
+					t.Fatalf("event %d data violates invariants: %q", i, gotEvs[i].Data)
+				}
 			}
 		}
 	})
+}
+
+// waitingReader returns its chunks one read each; with none left it fails
+// the test, as a read there would wait for the server.
+type waitingReader struct {
+	t      *testing.T
+	chunks []string
+}
+
+func (w *waitingReader) Read(p []byte) (int, error) {
+	if len(w.chunks) == 0 {
+		w.t.Fatal("read with nothing sent: it would wait")
+	}
+	n := copy(p, w.chunks[0])
+	if w.chunks[0] = w.chunks[0][n:]; w.chunks[0] == "" {
+		w.chunks = w.chunks[1:]
+	}
+	return n, nil
+}
+
+// NextBuffered hands out the events that arrived with the one Next read,
+// and reports none, without reading, when an event is incomplete or the
+// blank line it read ended no event.
+func TestNextBufferedTakesOnlyWhatArrived(t *testing.T) {
+	w := &waitingReader{t: t, chunks: []string{"data: a\n\ndata: b\r\n\r\ndata: c"}}
+	r := NewReader(w, 0)
+	next := func(want string) {
+		t.Helper()
+		if ev, err := r.Next(); err != nil || string(ev.Data) != want {
+			t.Fatalf("Next = %q, %v; want %q", ev.Data, err, want)
+		}
+	}
+	buffered := func(want string) {
+		t.Helper()
+		ev, ok, err := r.NextBuffered()
+		if err != nil || ok != (want != "") || string(ev.Data) != want {
+			t.Fatalf("NextBuffered = %q, %v, %v; want %q", ev.Data, ok, err, want)
+		}
+	}
+	next("a")
+	buffered("b")
+	buffered("") // "data: c" has no line end yet
+	w.chunks = append(w.chunks, "\r\n\r\n: ping\n\n")
+	next("c")
+	buffered("") // a comment and a blank line that ends no event
+	w.chunks = append(w.chunks, "data: e\n\r\n")
+	next("e")    // ended by the CR
+	buffered("") // only the LF of that CRLF is left
+	w.chunks = append(w.chunks, "data: f\n\n")
+	next("f")
 }
 
 func BenchmarkReader(b *testing.B) {
