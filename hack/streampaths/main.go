@@ -8,7 +8,9 @@
 //	adk2goose  /run_sse of the real adk2goose binary (flavor goosed)
 //
 // It prints a table per run: time to first event p50/p99, per-event latency
-// inside a stream, events/s over all streams, memory per open stream (RSS of
+// inside a stream, events/s over all streams (goose's deltas as they reach
+// the client: an adk2goose partial event that carries several counts each),
+// memory per open stream (RSS of
 // the process in the middle with -held streams open at once) and CPU per
 // reply (every process: this one, the fake goose, the middle one); then each
 // path's ratios to direct and to the proxy.

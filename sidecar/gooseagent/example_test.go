@@ -61,6 +61,9 @@ func Example() {
 
 	for _, text := range []string{"hello goose", "again"} {
 		msg := genai.NewContentFromText(text, genai.RoleUser)
+		// Partial events carry goose's text deltas as they arrive; deltas
+		// that arrived together come as one event.
+		var streamed strings.Builder
 		for ev, err := range r.Run(ctx, "me", "s1", msg, agent.RunConfig{StreamingMode: agent.StreamingModeSSE}) {
 			if err != nil {
 				fmt.Println(err)
@@ -71,9 +74,10 @@ func Example() {
 				return
 			}
 			if ev.Partial {
-				fmt.Printf("partial: %q\n", ev.Content.Parts[0].Text)
+				streamed.WriteString(ev.Content.Parts[0].Text)
 				continue
 			}
+			fmt.Printf("streamed: %q\n", streamed.String())
 			fmt.Printf("final: %q, tokens %d+%d=%d, %s\n", ev.Content.Parts[0].Text,
 				ev.UsageMetadata.PromptTokenCount, ev.UsageMetadata.CandidatesTokenCount,
 				ev.UsageMetadata.TotalTokenCount, ev.FinishReason)
@@ -94,11 +98,9 @@ func Example() {
 	_, stillThere := fake.Session(fmt.Sprint(id))
 	fmt.Println("goose session deleted with the ADK session:", !stillThere)
 	// Output:
-	// partial: "echo: hello"
-	// partial: " goose"
+	// streamed: "echo: hello goose"
 	// final: "echo: hello goose", tokens 21+11=32, STOP
-	// partial: "echo: ag"
-	// partial: "ain"
+	// streamed: "echo: again"
 	// final: "echo: again", tokens 15+5=20, STOP
 	// goose sessions started: 1 - kept in state: true
 	// goose session deleted with the ADK session: true

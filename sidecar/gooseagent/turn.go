@@ -184,8 +184,9 @@ func (t *turn) pump(reply *replyStream) {
 			reply.close()
 		}
 	}()
+	events := &lookahead{stream: reply.stream}
 	for {
-		ev, err, ok := reply.stream.Next()
+		ev, err, ok := events.next()
 		if !ok {
 			t.finish("", goose.ErrStreamBroken)
 			return
@@ -202,7 +203,7 @@ func (t *turn) pump(reply *replyStream) {
 			held = t.pause(reply, e)
 			return
 		}
-		if !t.handle(ev) {
+		if !t.handle(ev, events) {
 			return
 		}
 	}
@@ -330,17 +331,17 @@ func (t *turn) openSession(e *sessionEntry) error {
 
 // handle translates one non-final goose event. It returns false when the
 // consumer stopped.
-func (t *turn) handle(ev goose.Event) bool {
+func (t *turn) handle(ev goose.Event, events *lookahead) bool {
 	switch e := ev.(type) {
 	case *goose.TextDelta:
 		t.text.WriteString(e.Text)
 		if t.streaming && e.Text != "" {
-			return t.emitPartial(&genai.Part{Text: e.Text}, nil)
+			return t.emitPartial(&genai.Part{Text: t.joinArrived(events, e.Text, false)}, nil)
 		}
 	case *goose.ThinkingDelta:
 		t.thought.WriteString(e.Text)
 		if t.streaming && e.Text != "" {
-			return t.emitPartial(&genai.Part{Text: e.Text, Thought: true}, nil)
+			return t.emitPartial(&genai.Part{Text: t.joinArrived(events, e.Text, true), Thought: true}, nil)
 		}
 	case *goose.ToolRequest:
 		t.toolStarted(e)

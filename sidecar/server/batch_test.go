@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,7 +65,7 @@ func partialTexts(t *testing.T, base, session, text string, stop func(texts []st
 
 // The sidecar sends events that reach it together in one write, but none
 // waits for more: while goose works on after three quick deltas, the client
-// has all three.
+// has all three (in as many partial events as they reached the sidecar in).
 func TestEventsGoOutBeforeGooseWaits(t *testing.T) {
 	for _, f := range flavours {
 		t.Run(f.name, func(t *testing.T) {
@@ -74,9 +75,9 @@ func TestEventsGoOutBeforeGooseWaits(t *testing.T) {
 			}}))
 			sc := startSidecar(t, b, t.TempDir())
 			sc.createSession("u", "s1")
-			got := partialTexts(t, sc.URL, "s1", "go", func(texts []string) bool { return len(texts) == 3 })
-			if fmt.Sprint(got) != "[a b c]" {
-				t.Fatalf("partial events %q, want a, b, c", got)
+			got := partialTexts(t, sc.URL, "s1", "go", func(texts []string) bool { return strings.Join(texts, "") == "abc" })
+			if len(got) == 0 || len(got) > 3 {
+				t.Fatalf("partial events %q, want a, b, c in one to three", got)
 			}
 		})
 	}

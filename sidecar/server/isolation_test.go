@@ -81,7 +81,8 @@ func TestOneSessionsFaultLeavesOtherStreamsWhole(t *testing.T) {
 			faulted := make(chan struct{})
 			for _, id := range ids[1:] {
 				wg.Go(func() {
-					partial, first, final := 0, true, false
+					var streamed strings.Builder
+					first, final := true, false
 					sseRun(t, sc.URL, id, "bystander", func(data []byte) bool {
 						if bytes.Contains(data, []byte(`"errorCode"`)) {
 							t.Errorf("bystander %s: %s", id, data)
@@ -91,7 +92,14 @@ func TestOneSessionsFaultLeavesOtherStreamsWhole(t *testing.T) {
 							final = true
 							return true
 						}
-						partial++
+						var ev struct {
+							Content struct{ Parts []struct{ Text string } }
+						}
+						if err := json.Unmarshal(data, &ev); err != nil || len(ev.Content.Parts) != 1 {
+							t.Errorf("bystander %s: partial event %s: %v", id, data, err)
+							return false
+						}
+						streamed.WriteString(ev.Content.Parts[0].Text)
 						if first {
 							first = false
 							started.Done()
@@ -102,8 +110,8 @@ func TestOneSessionsFaultLeavesOtherStreamsWhole(t *testing.T) {
 					if first {
 						started.Done()
 					}
-					if partial != goosetest.BystanderDeltas || !final {
-						t.Errorf("bystander %s: %d of %d deltas, final event %v", id, partial, goosetest.BystanderDeltas, final)
+					if got := streamed.String(); got != goosetest.BystanderText() || !final {
+						t.Errorf("bystander %s: streamed %d of %d bytes of its reply, final event %v", id, len(got), len(goosetest.BystanderText()), final)
 					}
 				})
 			}

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
 
 // AppName and Token are the app and inbound token the sidecar is started with.
@@ -228,9 +230,11 @@ func CreateSession(ctx context.Context, hc *http.Client, base, id string) error 
 }
 
 // Stream runs one /run_sse of text on session id of user u and checks it
-// ends well: no error event, a final event. onPartial is called for each
-// partial event as it arrives; it returns how many there were.
-func Stream(ctx context.Context, hc *http.Client, base, id, text string, onPartial func()) (partials int, err error) {
+// ends well: no error event, a final event. onDelta is called for each goose
+// delta as it arrives, and it returns how many there were: a partial event
+// carries one, or several that reached the sidecar together (the
+// goosetest.PacedDeltas it holds; an event with other text counts as one).
+func Stream(ctx context.Context, hc *http.Client, base, id, text string, onDelta func()) (deltas int, err error) {
 	body := map[string]any{
 		"appName": AppName, "userId": "u", "sessionId": id, "streaming": true,
 		"newMessage": map[string]any{"role": "user", "parts": []any{map[string]any{"text": text}}},
@@ -258,17 +262,19 @@ func Stream(ctx context.Context, hc *http.Client, base, id, text string, onParti
 				return fmt.Errorf("session %s: error event %s: %s%s", id, ev.ErrorCode, ev.ErrorMessage, ev.Error)
 			}
 			if bytes.Contains(data, []byte(`"partial":true`)) {
-				partials++
-				onPartial()
+				for range max(1, goosetest.CountPacedDeltas(data)) {
+					deltas++
+					onDelta()
+				}
 			} else {
 				final = true
 			}
 		}
 	})
 	if err == nil && !final {
-		err = fmt.Errorf("session %s: no final event after %d partial ones", id, partials)
+		err = fmt.Errorf("session %s: no final event after %d deltas", id, deltas)
 	}
-	return partials, err
+	return deltas, err
 }
 
 func post(ctx context.Context, hc *http.Client, url string, body any, check func(*http.Response) error) error {

@@ -1,6 +1,7 @@
 package goosetest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -30,6 +31,10 @@ func WithBystanders(faulty func(text string) Reply) Script {
 	}
 }
 
+// BystanderText is the whole text of a bystander's reply: what its
+// partial events carry between them, however they are split.
+func BystanderText() string { return deltasText(BystanderDeltas, "b") }
+
 // PacedDeltas is a reply of n text deltas spread evenly over d (the first
 // at once; d 0: as fast as goose can) and one usage step: a model's answer,
 // as the load tools and benchmarks stream it.
@@ -37,7 +42,7 @@ func PacedDeltas(n int, d time.Duration) Reply {
 	gap := d / time.Duration(max(n-1, 1))
 	steps := make([]Step, 0, n+1)
 	for i := range n {
-		step := Step{Text: fmt.Sprintf("token%03d ", i)}
+		step := Step{Text: fmt.Sprintf(pacedDeltaPrefix+"%03d ", i)}
 		if i > 0 {
 			step.Delay = gap
 		}
@@ -45,6 +50,14 @@ func PacedDeltas(n int, d time.Duration) Reply {
 	}
 	return Reply{Steps: append(steps, Step{Usage: &UsageStep{Input: 10, Output: int64(n)}})}
 }
+
+// pacedDeltaPrefix starts each PacedDeltas delta.
+const pacedDeltaPrefix = "token"
+
+// CountPacedDeltas is how many PacedDeltas deltas the text of an event
+// holds (data may be the event's JSON): an adk2goose partial event carries
+// one delta, or several that reached the sidecar together.
+func CountPacedDeltas(data []byte) int { return bytes.Count(data, []byte(pacedDeltaPrefix)) }
 
 // Deltas is a reply of n text deltas "prefix0 ", "prefix1 ", ... and one
 // usage step.
@@ -54,6 +67,15 @@ func Deltas(n int, prefix string) Reply {
 		steps = append(steps, Step{Text: fmt.Sprintf("%s%d ", prefix, i)})
 	}
 	return Reply{Steps: append(steps, Step{Usage: &UsageStep{Input: 1, Output: int64(n)}})}
+}
+
+// deltasText is the whole text of Deltas(n, prefix).
+func deltasText(n int, prefix string) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%s%d ", prefix, i)
+	}
+	return b.String()
 }
 
 // RunBystanders checks that a fault in one session leaves the others whole.
