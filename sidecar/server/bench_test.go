@@ -29,15 +29,17 @@ import (
 	"github.com/adk2goose/goose-operator/internal/percentile"
 	"github.com/adk2goose/goose-operator/internal/relay"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
 	"github.com/adk2goose/goose-operator/sidecar/server"
 )
 
-// BenchmarkStreamPaths compares three ways of consuming the same fake goose
-// (goosed flavour: REST + SSE) reply stream, in one run:
+// BenchmarkStreamPaths compares the ways of consuming the same fake goose
+// reply stream (goosed flavour, REST + SSE, unless -stream-flavor says
+// serve), in one run:
 //
-//	direct     the goose REST client reads goose's /reply SSE itself
+//	direct     the goose client reads goose's reply itself
 //	proxy      the same client through a plain httputil.ReverseProxy
 //	adk2goose  an HTTP client reads /run_sse of the full sidecar
 //	           (auth, run decoding, adkrest, runner, SQLite sessions, gooseagent)
@@ -57,6 +59,8 @@ import (
 // (goose's pace: a reply's deltas spread over it; default 0, as fast as it
 // can, which saturates the machine),
 // -stream-history (events of earlier sessions stored first, default 0),
+// -stream-flavor (the goose read: goosed, its REST /reply, the default; or
+// serve, ACP over a WebSocket per session, which the proxy tunnels),
 // -stream-cpuprofile (a CPU profile of each path's throughput phase),
 // -stream-trace (an execution trace of it), -stream-memprofile (heap and
 // goroutine profiles with the streams held open), -stream-breakdown (the
@@ -76,9 +80,8 @@ func BenchmarkStreamPaths(b *testing.B) {
 		}
 		return goosetest.PacedDeltas(deltas, *benchReplyTime)
 	}
-	fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script, PingInterval: time.Minute})
-	defer fake.Close()
-	target, _ := url.Parse(fake.URL)
+	fake := newBenchGoose(b, *benchFlavor, script, held+10)
+	target, _ := url.Parse(fake.url)
 	proxy := &httputil.ReverseProxy{
 		// LimitBody, as every proxy of this repository: without it a stream
 		// is cut now and then (golang/go#40747; at concurrency 1, paced, 2
@@ -102,24 +105,10 @@ func BenchmarkStreamPaths(b *testing.B) {
 	go proxySrv.Serve(pln)
 	defer proxySrv.Close()
 
-	newClient := func(u string) *rest.Client {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = held + 10
-		c, err := rest.New(rest.Config{URL: u, SecretKey: fake.SecretKey, HTTPClient: &http.Client{Transport: tr}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = c.Close(); tr.CloseIdleConnections() })
-		return c
-	}
-	// The sidecar's goose client as the binary makes it (its own transport).
-	sidecarBackend, err := rest.New(rest.Config{URL: fake.URL, SecretKey: fake.SecretKey})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = sidecarBackend.Close() })
+	newClient := func(u string) goose.Backend { return fake.connect(b, u, true) }
 	breakdown := newTTFEBreakdown()
-	sc := startSidecar(b, sidecarBackend, b.TempDir(), func(cfg *server.Config) {
+	// The sidecar's goose client as the binary makes it.
+	sc := startSidecar(b, fake.connect(b, fake.url, false), b.TempDir(), func(cfg *server.Config) {
 		cfg.StartGooseOnCreate = *benchEarly
 		breakdown.configure(cfg)
 	})
@@ -133,17 +122,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 		// finds ready on every path.
 		startsGoose bool
 	}
-	// gooseStarts counts goose sessions started (each start ends with its
-	// /agent/resume).
-	gooseStarts := func() int {
-		n := 0
-		for _, r := range fake.Requests() {
-			if r.Path == "/agent/resume" {
-				n++
-			}
-		}
-		return n
-	}
+	gooseStarts := fake.starts
 	// settle waits until n more goose sessions than before were started.
 	settle := func(p path, before, n int) {
 		if !p.startsGoose {
@@ -157,7 +136,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	viaGoose := func(c *rest.Client) func(int) (func(context.Context, string, func()) error, error) {
+	viaGoose := func(c goose.Backend) func(int) (func(context.Context, string, func()) error, error) {
 		return func(int) (func(context.Context, string, func()) error, error) {
 			s, err := c.StartSession(context.Background(), goose.StartOptions{WorkingDir: "/tmp"})
 			if err != nil {
@@ -173,7 +152,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 	sseClient := &http.Client{Transport: sseTr}
 	defer sseTr.CloseIdleConnections()
 	// A second replica, whose own goose is never used: it forwards to sc.
-	peer := startSidecar(b, newClient(fake.URL), b.TempDir(), func(cfg *server.Config) {
+	peer := startSidecar(b, newClient(fake.url), b.TempDir(), func(cfg *server.Config) {
 		cfg.Peers = func(context.Context) ([]string, error) { return []string{sc.URL}, nil }
 	})
 	viaSidecar := func(entry *sidecar) func(i int) (func(context.Context, string, func()) error, error) {
@@ -223,7 +202,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 		}
 	}
 	paths := []path{
-		{"direct", viaGoose(newClient(fake.URL)), true},
+		{"direct", viaGoose(newClient(fake.url)), true},
 		{"proxy", viaGoose(newClient("http://" + pln.Addr().String())), true},
 		{"adk2goose", viaSidecar(sc), *benchEarly},
 		{"forwarded", viaSidecar(peer), *benchEarly},
@@ -333,7 +312,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 		return
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "\n%d replies x %d deltas at concurrency %d; memory with %d streams open (heap+stack, whole process);\n", streams, deltas, concurrency, held)
+	fmt.Fprintf(&out, "\ngoose %s; %d replies x %d deltas at concurrency %d; memory with %d streams open (heap+stack, whole process);\n", *benchFlavor, streams, deltas, concurrency, held)
 	fmt.Fprintf(&out, "CPU is the whole process's (fake goose and clients included) per reply; events are goose's deltas\n")
 	fmt.Fprintf(&out, "as they reach the client (an adk2goose partial event that carries several counts each)\n")
 	fmt.Fprintf(&out, "%-10s %12s %12s %14s %12s %16s %13s\n", "path", "TTFE p50", "TTFE p99", "per-event p50", "events/s", "KiB/open stream", "CPU ms/reply")
@@ -358,6 +337,71 @@ func BenchmarkStreamPaths(b *testing.B) {
 		rate(f)/rate(a), f.bytesPerStream/a.bytesPerStream, ratio(f.cpu, a.cpu))
 	out.WriteString(breakdownOut.String())
 	fmt.Fprint(os.Stdout, out.String())
+}
+
+var benchFlavor = flag.String("stream-flavor", "goosed", "BenchmarkStreamPaths: the goose the paths read: goosed (REST /reply) or serve (ACP, goose serve)")
+
+// benchGoose is BenchmarkStreamPaths' fake goose of one flavour.
+type benchGoose struct {
+	url string
+	// connect returns a client of goose at u (goose itself or the proxy);
+	// tuned: with room for every stream the benchmark holds open, else as
+	// the adk2goose binary makes it.
+	connect func(b *testing.B, u string, tuned bool) goose.Backend
+	// starts counts the goose sessions started so far.
+	starts func() int
+}
+
+func newBenchGoose(b *testing.B, flavor string, script goosetest.Script, conns int) benchGoose {
+	b.Helper()
+	switch flavor {
+	case "goosed":
+		fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script, PingInterval: time.Minute})
+		b.Cleanup(fake.Close)
+		return benchGoose{
+			url: fake.URL,
+			connect: func(b *testing.B, u string, tuned bool) goose.Backend {
+				cfg := rest.Config{URL: u, SecretKey: fake.SecretKey}
+				if tuned {
+					tr := http.DefaultTransport.(*http.Transport).Clone()
+					tr.MaxIdleConnsPerHost = conns
+					cfg.HTTPClient = &http.Client{Transport: tr}
+					b.Cleanup(tr.CloseIdleConnections)
+				}
+				c, err := rest.New(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = c.Close() })
+				return c
+			},
+			starts: func() int { // each start ends with its /agent/resume
+				n := 0
+				for _, r := range fake.Requests() {
+					if r.Path == "/agent/resume" {
+						n++
+					}
+				}
+				return n
+			},
+		}
+	case "serve":
+		fake := goosetest.NewServe(b, goosetest.WithServeScript(script))
+		return benchGoose{
+			url: fake.URL,
+			connect: func(b *testing.B, u string, _ bool) goose.Backend {
+				c, err := acp.New(acp.Config{URL: u, SecretKey: fake.Secret})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = c.Close() })
+				return c
+			},
+			starts: func() int { return fake.Calls("session/new") },
+		}
+	}
+	b.Fatalf("-stream-flavor %q: want goosed or serve", flavor)
+	return benchGoose{}
 }
 
 var benchEarly = flag.Bool("stream-early-start", true, "BenchmarkStreamPaths: start goose sessions when ADK sessions are created (adk2goose's default)")
