@@ -24,15 +24,19 @@ type ReplyStream interface {
 	Close()
 }
 
-// ReadyStream is a ReplyStream that can tell whether its next value has
-// already arrived: a consumer that is behind goose can then take what is
-// waiting and handle it at once (join text deltas, say) without ever
+// ReadyStream is a ReplyStream that can tell whether it already holds its
+// next value: a consumer that is behind goose can then take what has
+// arrived and handle it at once (join text deltas, say) without ever
 // holding a value back to wait for goose. Both of our backends' streams
 // implement it.
 type ReadyStream interface {
 	ReplyStream
-	// Ready reports whether Next would return without waiting for goose.
-	// It never waits and never returns true when Next would wait.
+	// Ready reports whether Next would return a value the stream already
+	// holds (read from goose, not yet handed out), without reading or
+	// waiting. It never waits, and never returns true when Next would
+	// wait. What arrives while a consumer takes the held values is not
+	// Ready until a Next reads it, so taking values while Ready takes a
+	// bounded batch, however fast goose sends.
 	Ready() bool
 }
 

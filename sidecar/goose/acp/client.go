@@ -1136,16 +1136,11 @@ func (s *replyStream) Next() (goose.Event, error, bool) {
 	}
 }
 
-// Ready implements goose.ReadyStream: taken updates are left, or goose has
-// queued more.
+// Ready implements goose.ReadyStream: updates of the batch Next last took
+// from the queue are left. What goose queued since is not looked at, so a
+// consumer taking values while Ready takes at most that batch.
 func (s *replyStream) Ready() bool {
-	switch {
-	case s.ended || s.finished || s.next < len(s.items):
-		return true
-	case s.r == nil:
-		return false // the first Next sends the prompt and waits for goose
-	}
-	return s.r.queued()
+	return s.ended || s.finished || s.next < len(s.items)
 }
 
 // start registers the reply and sends the prompt.

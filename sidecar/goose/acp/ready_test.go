@@ -3,34 +3,45 @@ package acp
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
-	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
 
-// Updates goose sent while the consumer was busy wait in the reply's queue:
-// the stream is Ready for each of them, and no longer once they are taken
-// and goose works on.
-func TestReadyForQueuedUpdates(t *testing.T) {
-	_, c := newPair(t, goosetest.WithServeScript(goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{
-		{Text: "a"}, {Text: "b"}, {Text: "c"},
-		{Delay: 10 * time.Minute, Text: "z"}, // goose works on until the reply is closed
-	}})))
-	id := startSession(t, c)
-	s := c.OpenReply(context.Background(), id, goose.UserMessage{Text: "hi"}).(goose.ReadyStream)
-	defer s.Close()
-	if ev, err, ok := s.Next(); !ok || err != nil || ev.(*goose.TextDelta).Text != "a" {
-		t.Fatalf("first value %#v, %v, %v", ev, err, ok)
+// Next takes every update queued so far as one batch; the stream is Ready
+// for the rest of that batch, not for updates queued after it was taken.
+func TestReadyForTheTakenBatch(t *testing.T) {
+	r := newReply("s1", nil)
+	s := &replyStream{ctx: context.Background(), sessionID: "s1", r: r} // prompt sent
+	queue := func(texts ...string) {
+		for _, text := range texts {
+			r.push(item{ev: &goose.TextDelta{Text: text}})
+		}
 	}
-	for _, want := range []string{"b", "c"} {
-		eventually(t, "delta "+want+" queued", s.Ready)
+	next := func(want string) {
+		t.Helper()
 		ev, err, ok := s.Next()
 		if d, isText := ev.(*goose.TextDelta); !ok || err != nil || !isText || d.Text != want {
 			t.Fatalf("Next = %#v, %v, %v; want the delta %q", ev, err, ok, want)
 		}
 	}
-	if s.Ready() {
-		t.Fatal("Ready while goose works on")
+	ready := func(want bool, why string) {
+		t.Helper()
+		if s.Ready() != want {
+			t.Fatalf("Ready = %v %s", !want, why)
+		}
 	}
+	queue("a")
+	next("a")
+	ready(false, "with the taken batch handed out")
+	queue("b", "c")
+	ready(false, "for updates queued after the batch was taken")
+	next("b") // takes b and c
+	ready(true, "with c taken and not handed out")
+	next("c")
+	ready(false, "with nothing taken")
+	r.push(item{ev: &goose.Finish{Reason: "end_turn"}})
+	if ev, err, ok := s.Next(); !ok || err != nil || ev == nil {
+		t.Fatalf("Next = %v, %v, %v; want the Finish", ev, err, ok)
+	}
+	ready(true, "after the Finish, where Next returns at once")
 }

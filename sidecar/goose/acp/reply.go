@@ -113,13 +113,6 @@ func (r *reply) take() []item {
 	return out
 }
 
-// queued reports whether items wait to be taken.
-func (r *reply) queued() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.items) > 0
-}
-
 func (r *reply) toolName(id, fallback string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

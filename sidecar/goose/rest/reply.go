@@ -118,8 +118,8 @@ func (s *replyStream) Next() (goose.Event, error, bool) {
 	}
 }
 
-// Ready implements goose.ReadyStream: it decodes the frames that have
-// already arrived, without reading more, until one yields an event.
+// Ready implements goose.ReadyStream: it decodes the frames already read
+// into the stream's buffer, without reading more, until one yields an event.
 func (s *replyStream) Ready() bool {
 	if s.ended {
 		return true
