@@ -361,6 +361,7 @@ func newBenchGoose(b *testing.B, flavor string, script goosetest.Script, conns i
 		return benchGoose{
 			url: fake.URL,
 			connect: func(b *testing.B, u string, tuned bool) goose.Backend {
+				b.Helper()
 				cfg := rest.Config{URL: u, SecretKey: fake.SecretKey}
 				if tuned {
 					tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -390,6 +391,7 @@ func newBenchGoose(b *testing.B, flavor string, script goosetest.Script, conns i
 		return benchGoose{
 			url: fake.URL,
 			connect: func(b *testing.B, u string, _ bool) goose.Backend {
+				b.Helper()
 				c, err := acp.New(acp.Config{URL: u, SecretKey: fake.Secret})
 				if err != nil {
 					b.Fatal(err)
