@@ -42,8 +42,15 @@ type harness struct {
 
 func newHarness(t *testing.T, script goosetest.Script) *harness {
 	t.Helper()
-	h := &harness{backend: newScriptBackend(script), store: &memStore{}, sessions: session.InMemoryService()}
-	a, err := gooseagent.New(gooseagent.Config{Name: "goose", Backend: h.backend, Store: h.store})
+	b := newScriptBackend(script)
+	return newHarnessOn(t, b, b)
+}
+
+// newHarnessOn runs the agent on agentBackend, which plays b's sessions.
+func newHarnessOn(t *testing.T, b *scriptBackend, agentBackend goose.Backend) *harness {
+	t.Helper()
+	h := &harness{backend: b, store: &memStore{}, sessions: session.InMemoryService()}
+	a, err := gooseagent.New(gooseagent.Config{Name: "goose", Backend: agentBackend, Store: h.store})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,7 @@ import (
 	"testing"
 
 	"google.golang.org/adk/agent"
-	"google.golang.org/adk/runner"
 	"google.golang.org/adk/session"
-	"google.golang.org/genai"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -61,26 +59,7 @@ func (s *batchedStream) Close() { s.batch = len(s.batches) }
 func runBatched(t *testing.T, batches ...[]arrival) []*session.Event {
 	t.Helper()
 	b := batchedBackend{scriptBackend: newScriptBackend(goosetest.Echo), batches: batches}
-	a, err := gooseagent.New(gooseagent.Config{Name: "goose", Backend: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sessions := session.InMemoryService()
-	r, err := runner.New(runner.Config{AppName: "app", Agent: a, SessionService: sessions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sessions.Create(t.Context(), &session.CreateRequest{AppName: "app", UserID: "u", SessionID: "s"}); err != nil {
-		t.Fatal(err)
-	}
-	var out []*session.Event
-	for ev, err := range r.Run(t.Context(), "u", "s", genai.NewContentFromText("go", genai.RoleUser), agent.RunConfig{StreamingMode: agent.StreamingModeSSE}) {
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-		out = append(out, ev)
-	}
-	return out
+	return newHarnessOn(t, b.scriptBackend, b).run(t, "go", agent.StreamingModeSSE)
 }
 
 // describe renders each event as kind:text, one per line.

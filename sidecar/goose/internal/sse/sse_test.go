@@ -15,8 +15,10 @@ type got struct {
 	Retry          int
 }
 
-// readAll drains r and returns the events and the terminating error.
-func readAll(r *Reader) ([]got, error) {
+// readAll drains r and returns the events and the terminating error. With
+// c, the stream r reads, it also takes after each Next what NextBuffered
+// gives, and fails if NextBuffered read from c.
+func readAll(r *Reader, c *chunkReader) ([]got, error) {
 	var out []got
 	for {
 		ev, err := r.Next()
@@ -24,20 +26,7 @@ func readAll(r *Reader) ([]got, error) {
 			return out, err
 		}
 		out = append(out, got{ev.Type, ev.ID, string(ev.Data), ev.Retry})
-	}
-}
-
-// readAllBuffered reads as readAll does, but after each Next takes what
-// NextBuffered gives, and fails if NextBuffered read from the stream.
-func readAllBuffered(r *Reader, c *chunkReader) ([]got, error) {
-	var out []got
-	for {
-		ev, err := r.Next()
-		if err != nil {
-			return out, err
-		}
-		out = append(out, got{ev.Type, ev.ID, string(ev.Data), ev.Retry})
-		for {
+		for c != nil {
 			reads := c.i
 			ev, ok, err := r.NextBuffered()
 			if c.i != reads {
@@ -197,7 +186,7 @@ func TestReader(t *testing.T) {
 	for _, tt := range tests {
 		for rname, mk := range readers {
 			t.Run(tt.name+"/"+rname, func(t *testing.T) {
-				evs, err := readAll(NewReader(mk(tt.in), tt.max))
+				evs, err := readAll(NewReader(mk(tt.in), tt.max), nil)
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("error = %v, want %v", err, tt.wantErr)
 				}
@@ -220,7 +209,7 @@ func TestReaderCRLFSplitAcrossReads(t *testing.T) {
 	in := "data: a\r\ndata: b\r\n\r\n"
 	for split := 1; split < len(in); split++ {
 		r := NewReader(io.MultiReader(strings.NewReader(in[:split]), strings.NewReader(in[split:])), 0)
-		evs, err := readAll(r)
+		evs, err := readAll(r, nil)
 		if !errors.Is(err, io.EOF) || len(evs) != 1 || evs[0].Data != "a\nb" {
 			t.Fatalf("split at %d: events %+v, err %v", split, evs, err)
 		}
@@ -243,7 +232,7 @@ func TestReaderLinesAcrossTheBuffer(t *testing.T) {
 		"halves":   iotest.HalfReader,
 		"one byte": iotest.OneByteReader,
 	} {
-		evs, err := readAll(NewReader(wrap(strings.NewReader(in.String())), 0))
+		evs, err := readAll(NewReader(wrap(strings.NewReader(in.String())), 0), nil)
 		if !errors.Is(err, io.EOF) || len(evs) != len(want) {
 			t.Fatalf("%s: %d events, err %v; want %d", name, len(evs), err, len(want))
 		}
@@ -378,11 +367,11 @@ func FuzzSSE(f *testing.F) {
 		for _, buffered := range []bool{false, true} {
 			c := &chunkReader{data: in, sizes: sz}
 			r := NewReader(c, maxLen)
-			read := readAll
+			var taken *chunkReader // NextBuffered's stream, when it is used
 			if buffered {
-				read = func(r *Reader) ([]got, error) { return readAllBuffered(r, c) }
+				taken = c
 			}
-			gotEvs, err := read(r)
+			gotEvs, err := readAll(r, taken)
 			if !errors.Is(err, wantErr) {
 				t.Fatalf("buffered %v: error = %v, reference %v", buffered, err, wantErr)
 			}
