@@ -210,6 +210,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 
 	type result struct {
 		ttfe           []time.Duration
+		last           []time.Duration // to the reply's last delta
 		perEvent       []time.Duration
 		events         int
 		wall           time.Duration
@@ -252,6 +253,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 							return
 						}
 						res.ttfe = append(res.ttfe, tm.First)
+						res.last = append(res.last, tm.Last)
 						res.perEvent = append(res.perEvent, tm.PerEvent)
 						res.events += tm.Events
 					}()
@@ -302,6 +304,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 			b.ReportMetric(ms(p50), "ttfe-p50-ms")
 			b.ReportMetric(ms(p99), "ttfe-p99-ms")
 			b.ReportMetric(float64(percentile.Of(res.perEvent, 50).Microseconds()), "event-p50-µs")
+			b.ReportMetric(ms(percentile.Of(res.last, 50)), "last-p50-ms")
 			b.ReportMetric(float64(res.events)/res.wall.Seconds(), "events/s")
 			b.ReportMetric(res.bytesPerStream/1024, "KiB/open-stream")
 			b.ReportMetric(ms(res.cpu)/float64(b.N*streams), "cpu-ms/reply")
@@ -314,15 +317,15 @@ func BenchmarkStreamPaths(b *testing.B) {
 	var out strings.Builder
 	fmt.Fprintf(&out, "\ngoose %s; %d replies x %d deltas at concurrency %d; memory with %d streams open (heap+stack, whole process);\n", *benchFlavor, streams, deltas, concurrency, held)
 	fmt.Fprintf(&out, "CPU is the whole process's (fake goose and clients included) per reply; events are goose's deltas\n")
-	fmt.Fprintf(&out, "as they reach the client (an adk2goose partial event that carries several counts each)\n")
-	fmt.Fprintf(&out, "%-10s %12s %12s %14s %12s %16s %13s\n", "path", "TTFE p50", "TTFE p99", "per-event p50", "events/s", "KiB/open stream", "CPU ms/reply")
+	fmt.Fprintf(&out, "as they reach the client (an adk2goose partial event that carries several counts each); last: to a reply's last delta\n")
+	fmt.Fprintf(&out, "%-10s %12s %12s %14s %12s %12s %16s %13s\n", "path", "TTFE p50", "TTFE p99", "per-event p50", "last p50", "events/s", "KiB/open stream", "CPU ms/reply")
 	d := results["direct"]
 	rate := func(r *result) float64 { return float64(r.events) / r.wall.Seconds() }
 	cpu := func(r *result) float64 { return ms(r.cpu) / float64(b.N*streams) }
 	for _, p := range paths {
 		r := results[p.name]
-		fmt.Fprintf(&out, "%-10s %12s %12s %14s %12.0f %16.1f %13.2f\n", p.name, percentile.Of(r.ttfe, 50).Round(time.Microsecond), percentile.Of(r.ttfe, 99).Round(time.Microsecond),
-			percentile.Of(r.perEvent, 50).Round(100*time.Nanosecond), rate(r), r.bytesPerStream/1024, cpu(r))
+		fmt.Fprintf(&out, "%-10s %12s %12s %14s %12s %12.0f %16.1f %13.2f\n", p.name, percentile.Of(r.ttfe, 50).Round(time.Microsecond), percentile.Of(r.ttfe, 99).Round(time.Microsecond),
+			percentile.Of(r.perEvent, 50).Round(100*time.Nanosecond), percentile.Of(r.last, 50).Round(time.Microsecond), rate(r), r.bytesPerStream/1024, cpu(r))
 	}
 	for _, name := range []string{"proxy", "adk2goose", "forwarded"} {
 		r := results[name]

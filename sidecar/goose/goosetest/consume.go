@@ -26,8 +26,9 @@ func ReplyDeltas(ctx context.Context, b goose.Backend, id, text string, onDelta 
 type StreamTiming struct {
 	Events int
 	// First is the time from the call to the first event; PerEvent the mean
-	// time between events after it (0 with fewer than two).
-	First, PerEvent time.Duration
+	// time between events after it (0 with fewer than two); Last the time
+	// from the call to the last event: when the whole reply had arrived.
+	First, PerEvent, Last time.Duration
 }
 
 // TimeStream runs stream, which calls onEvent for each text event it
@@ -46,7 +47,7 @@ func TimeStream(stream func(onEvent func()) error) (StreamTiming, error) {
 		t.Events++
 	})
 	if t.Events > 0 {
-		t.First = first.Sub(start)
+		t.First, t.Last = first.Sub(start), last.Sub(start)
 	}
 	if t.Events > 1 {
 		t.PerEvent = last.Sub(first) / time.Duration(t.Events-1)

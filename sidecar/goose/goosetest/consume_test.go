@@ -24,6 +24,9 @@ func TestTimeStream(t *testing.T) {
 	if tm.First < 20*time.Millisecond || tm.PerEvent < 10*time.Millisecond {
 		t.Errorf("first %s, per event %s: want first ≥ 20ms and per event ≥ 10ms (20ms, then ~0, averaged)", tm.First, tm.PerEvent)
 	}
+	if tm.Last < tm.First+20*time.Millisecond {
+		t.Errorf("last %s: want at least 20ms after the first (%s)", tm.Last, tm.First)
+	}
 	if tm, _ := TimeStream(func(func()) error { return nil }); tm != (StreamTiming{}) {
 		t.Errorf("no events: %+v, want zero", tm)
 	}
