@@ -8,9 +8,9 @@
 //	adk2goose  /run_sse of the real adk2goose binary (flavor goosed)
 //
 // It prints a table per run: time to first event p50/p99, per-event latency
-// inside a stream, events/s over all streams (goose's deltas as they reach
-// the client: an adk2goose partial event that carries several counts each),
-// memory per open stream (RSS of
+// inside a stream, time to a reply's last delta p50, events/s over all
+// streams (goose's deltas as they reach the client: an adk2goose partial
+// event that carries several counts each), memory per open stream (RSS of
 // the process in the middle with -held streams open at once) and CPU per
 // reply (every process: this one, the fake goose, the middle one); then each
 // path's ratios to direct and to the proxy.
@@ -243,6 +243,7 @@ type streamFunc func(ctx context.Context, text string, onEvent func()) error
 
 type result struct {
 	ttfe, perEvent []time.Duration
+	last           []time.Duration // to a reply's last delta
 	events         int
 	wall, cpu      time.Duration
 	mibPerStream   float64 // of the middle process; -1 without one
@@ -468,6 +469,7 @@ func (m *measurer) measure(ctx context.Context, p path) (*result, error) {
 			}
 			res.ttfe = append(res.ttfe, tm.First)
 			res.perEvent = append(res.perEvent, tm.PerEvent)
+			res.last = append(res.last, tm.Last)
 			res.events += tm.Events
 		})
 	}
@@ -524,7 +526,7 @@ func (m *measurer) memory(ctx context.Context, p path) (float64, error) {
 }
 
 func printTable(out io.Writer, runNo int, paths []path, results map[string]*result) {
-	fmt.Fprintf(out, "\nrun %d\n%-10s %10s %10s %14s %10s %16s %13s\n", runNo, "path", "TTFE p50", "TTFE p99", "per-event p50", "events/s", "KiB/open stream", "CPU ms/reply")
+	fmt.Fprintf(out, "\nrun %d\n%-10s %10s %10s %14s %10s %10s %16s %13s\n", runNo, "path", "TTFE p50", "TTFE p99", "per-event p50", "last p50", "events/s", "KiB/open stream", "CPU ms/reply")
 	rate := func(r *result) float64 { return float64(r.events) / r.wall.Seconds() }
 	cpu := func(r *result) float64 { return float64(r.cpu) / float64(time.Millisecond) / float64(len(r.ttfe)) }
 	for _, p := range paths {
@@ -533,9 +535,9 @@ func printTable(out io.Writer, runNo int, paths []path, results map[string]*resu
 		if r.mibPerStream >= 0 {
 			mem = fmt.Sprintf("%.1f", r.mibPerStream*1024)
 		}
-		fmt.Fprintf(out, "%-10s %10s %10s %14s %10.0f %16s %13.2f\n", p.name,
+		fmt.Fprintf(out, "%-10s %10s %10s %14s %10s %10.0f %16s %13.2f\n", p.name,
 			percentile.Of(r.ttfe, 50).Round(10*time.Microsecond), percentile.Of(r.ttfe, 99).Round(10*time.Microsecond),
-			percentile.Of(r.perEvent, 50).Round(time.Microsecond), rate(r), mem, cpu(r))
+			percentile.Of(r.perEvent, 50).Round(time.Microsecond), percentile.Of(r.last, 50).Round(10*time.Microsecond), rate(r), mem, cpu(r))
 	}
 	d, px, a := results["direct"], results["proxy"], results["adk2goose"]
 	if d == nil || px == nil || a == nil {

@@ -39,7 +39,7 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 	if err := run(t.Context(), cfg, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"\ndirect ", "\nproxy ", "\nadk2goose ", "adk2goose: TTFE p50 +", "proxy:     TTFE p50 +"} {
+	for _, want := range []string{"\ndirect ", "\nproxy ", "\nadk2goose ", "last p50", "adk2goose: TTFE p50 +", "proxy:     TTFE p50 +"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
