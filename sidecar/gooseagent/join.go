@@ -52,6 +52,10 @@ func (l *lookahead) putBack(v value) { l.held, l.holding = v, true }
 // work instead of many and the client sees the text no later. It never
 // waits for goose: the first value that is not such a delta is put back.
 func (t *turn) joinArrived(events *lookahead, first string, thought bool) string {
+	aggregate := &t.text
+	if thought {
+		aggregate = &t.thought
+	}
 	var joined strings.Builder
 	for joined.Len() < maxJoinedDelta {
 		v, arrived := events.nextArrived()
@@ -67,11 +71,7 @@ func (t *turn) joinArrived(events *lookahead, first string, thought bool) string
 			joined.WriteString(first)
 		}
 		joined.WriteString(text)
-		if thought {
-			t.thought.WriteString(text)
-		} else {
-			t.text.WriteString(text)
-		}
+		aggregate.WriteString(text)
 	}
 	if joined.Len() == 0 {
 		return first

@@ -193,7 +193,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 						// Deltas that reached the sidecar together come
 						// in one event: each counts, as on the other paths.
 						// (A held stream's "first" is one.)
-						for range max(1, goosetest.CountPacedDeltas(line)) {
+						for range goosetest.PacedDeltasIn(line) {
 							onEvent()
 						}
 					}

@@ -262,7 +262,7 @@ func Stream(ctx context.Context, hc *http.Client, base, id, text string, onDelta
 				return fmt.Errorf("session %s: error event %s: %s%s", id, ev.ErrorCode, ev.ErrorMessage, ev.Error)
 			}
 			if bytes.Contains(data, []byte(`"partial":true`)) {
-				for range max(1, goosetest.CountPacedDeltas(data)) {
+				for range goosetest.PacedDeltasIn(data) {
 					deltas++
 					onDelta()
 				}

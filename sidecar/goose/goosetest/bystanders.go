@@ -33,7 +33,13 @@ func WithBystanders(faulty func(text string) Reply) Script {
 
 // BystanderText is the whole text of a bystander's reply: what its
 // partial events carry between them, however they are split.
-func BystanderText() string { return deltasText(BystanderDeltas, "b") }
+func BystanderText() string {
+	var b strings.Builder
+	for _, step := range Deltas(BystanderDeltas, "b").Steps {
+		b.WriteString(step.Text)
+	}
+	return b.String()
+}
 
 // PacedDeltas is a reply of n text deltas spread evenly over d (the first
 // at once; d 0: as fast as goose can) and one usage step: a model's answer,
@@ -54,10 +60,10 @@ func PacedDeltas(n int, d time.Duration) Reply {
 // pacedDeltaPrefix starts each PacedDeltas delta.
 const pacedDeltaPrefix = "token"
 
-// CountPacedDeltas is how many PacedDeltas deltas the text of an event
-// holds (data may be the event's JSON): an adk2goose partial event carries
-// one delta, or several that reached the sidecar together.
-func CountPacedDeltas(data []byte) int { return bytes.Count(data, []byte(pacedDeltaPrefix)) }
+// PacedDeltasIn is how many deltas a partial event carries (data may be
+// the event's JSON): one, or as many PacedDeltas deltas as reached the
+// sidecar together. An event with other text counts as one.
+func PacedDeltasIn(data []byte) int { return max(1, bytes.Count(data, []byte(pacedDeltaPrefix))) }
 
 // Deltas is a reply of n text deltas "prefix0 ", "prefix1 ", ... and one
 // usage step.
@@ -67,15 +73,6 @@ func Deltas(n int, prefix string) Reply {
 		steps = append(steps, Step{Text: fmt.Sprintf("%s%d ", prefix, i)})
 	}
 	return Reply{Steps: append(steps, Step{Usage: &UsageStep{Input: 1, Output: int64(n)}})}
-}
-
-// deltasText is the whole text of Deltas(n, prefix).
-func deltasText(n int, prefix string) string {
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, "%s%d ", prefix, i)
-	}
-	return b.String()
 }
 
 // RunBystanders checks that a fault in one session leaves the others whole.
