@@ -57,6 +57,7 @@ type config struct {
 	runs        int
 	paths       string
 	replyTime   time.Duration
+	arrivals    string
 }
 
 func main() {
@@ -75,6 +76,8 @@ func main() {
 	flag.IntVar(&cfg.deltas, "deltas", 100, "text events per reply")
 	flag.DurationVar(&cfg.replyTime, "reply-time", 0, "how long goose takes to stream one reply, its events evenly spread; 0: as fast as it can (the machine saturated)")
 	flag.IntVar(&cfg.concurrency, "concurrency", 50, "replies streamed at once")
+	flag.StringVar(&cfg.arrivals, "arrivals", "together", "together (a closed loop at -concurrency: each round of replies arrives in one instant) "+
+		"or poisson (replies arrive at random, at the rate that keeps -concurrency in flight on average; needs -reply-time)")
 	flag.IntVar(&cfg.held, "held", 1000, "streams held open at once for the memory phase")
 	flag.IntVar(&cfg.runs, "runs", 1, "runs (a table each)")
 	flag.StringVar(&cfg.paths, "paths", "direct,proxy,adk2goose", "the paths to measure, comma-separated")
@@ -247,6 +250,7 @@ type result struct {
 	events         int
 	wall, cpu      time.Duration
 	mibPerStream   float64 // of the middle process; -1 without one
+	inFlight       goosetest.InFlight
 }
 
 func run(ctx context.Context, cfg config, out io.Writer) error {
@@ -254,18 +258,22 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if cfg.replyTime > 0 {
 		pace = "spread over " + cfg.replyTime.String()
 	}
-	fmt.Fprintf(out, "%d replies x %d text events (%s) at concurrency %d; memory with %d streams open; each server in its own process, started anew for each run\n",
-		cfg.replies, cfg.deltas, pace, cfg.concurrency, cfg.held)
+	arrivals, err := goosetest.ParseArrivals(cfg.arrivals, cfg.concurrency, cfg.replyTime)
+	if err != nil {
+		return fmt.Errorf("-arrivals: %w", err)
+	}
+	fmt.Fprintf(out, "%d replies x %d text events (%s), %s; memory with %d streams open; each server in its own process, started anew for each run\n",
+		cfg.replies, cfg.deltas, pace, arrivals, cfg.held)
 	fmt.Fprintf(out, "CPU per reply is every process's (this client, the fake goose, the proxy, adk2goose); memory is the RSS growth of the process in the middle\n")
 	for r := 1; r <= cfg.runs; r++ {
-		if err := oneRun(ctx, cfg, r, out); err != nil {
+		if err := oneRun(ctx, cfg, arrivals, r, out); err != nil {
 			return fmt.Errorf("run %d: %w", r, err)
 		}
 	}
 	return nil
 }
 
-func oneRun(ctx context.Context, cfg config, runNo int, out io.Writer) error {
+func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo int, out io.Writer) error {
 	fake, err := startChild(ctx, "fake-goosed", "-deltas", strconv.Itoa(cfg.deltas), "-reply-time", cfg.replyTime.String())
 	if err != nil {
 		return err
@@ -342,7 +350,7 @@ func oneRun(ctx context.Context, cfg config, runNo int, out io.Writer) error {
 		{name: "adk2goose", pid: sc.Pid(), setup: viaSidecar},
 	}
 	paths = slices.DeleteFunc(paths, func(p path) bool { return !slices.Contains(strings.Split(cfg.paths, ","), p.name) })
-	m := &measurer{cfg: cfg, fake: fake, pids: []int{os.Getpid(), fake.pid(), proxy.pid(), sc.Pid()}}
+	m := &measurer{cfg: cfg, arrivals: arrivals, fake: fake, pids: []int{os.Getpid(), fake.pid(), proxy.pid(), sc.Pid()}}
 	results := map[string]*result{}
 	for _, p := range paths {
 		res, err := m.measure(ctx, p)
@@ -351,14 +359,15 @@ func oneRun(ctx context.Context, cfg config, runNo int, out io.Writer) error {
 		}
 		results[p.name] = res
 	}
-	printTable(out, runNo, paths, results)
+	printTable(out, runNo, arrivals, paths, results)
 	return nil
 }
 
 type measurer struct {
-	cfg  config
-	fake *child
-	pids []int
+	cfg      config
+	arrivals goosetest.Arrivals
+	fake     *child
+	pids     []int
 }
 
 // starts is how many goose sessions the fake has started.
@@ -438,42 +447,35 @@ func (m *measurer) measure(ctx context.Context, p path) (*result, error) {
 	}
 	var (
 		mu    sync.Mutex
-		wg    sync.WaitGroup
 		first error
 	)
-	sem := make(chan struct{}, m.cfg.concurrency)
 	cpu0, err := m.cpu()
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	for _, run := range runs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			t0 := time.Now()
-			tm, err := goosetest.TimeStream(func(onEvent func()) error { return run(ctx, "go", onEvent) })
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil && tm.Events != m.cfg.deltas {
-				err = fmt.Errorf("%d of %d text events", tm.Events, m.cfg.deltas)
+	res.inFlight = m.arrivals.Run(len(runs), func(i int) {
+		t0 := time.Now()
+		tm, err := goosetest.TimeStream(func(onEvent func()) error { return runs[i](ctx, "go", onEvent) })
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && tm.Events != m.cfg.deltas {
+			err = fmt.Errorf("%d of %d text events", tm.Events, m.cfg.deltas)
+		}
+		if err != nil {
+			err = fmt.Errorf("after %d text events in %s: %w", tm.Events, time.Since(t0).Round(time.Millisecond), err)
+		}
+		if err != nil {
+			if first == nil {
+				first = err
 			}
-			if err != nil {
-				err = fmt.Errorf("after %d text events in %s: %w", tm.Events, time.Since(t0).Round(time.Millisecond), err)
-			}
-			if err != nil {
-				if first == nil {
-					first = err
-				}
-				return
-			}
-			res.ttfe = append(res.ttfe, tm.First)
-			res.perEvent = append(res.perEvent, tm.PerEvent)
-			res.last = append(res.last, tm.Last)
-			res.events += tm.Events
-		})
-	}
-	wg.Wait()
+			return
+		}
+		res.ttfe = append(res.ttfe, tm.First)
+		res.perEvent = append(res.perEvent, tm.PerEvent)
+		res.last = append(res.last, tm.Last)
+		res.events += tm.Events
+	})
 	res.wall = time.Since(start)
 	cpu1, err := m.cpu()
 	if err != nil {
@@ -525,7 +527,7 @@ func (m *measurer) memory(ctx context.Context, p path) (float64, error) {
 	return (during.RSSMiB - before.RSSMiB) / float64(len(holds)), nil
 }
 
-func printTable(out io.Writer, runNo int, paths []path, results map[string]*result) {
+func printTable(out io.Writer, runNo int, arrivals goosetest.Arrivals, paths []path, results map[string]*result) {
 	fmt.Fprintf(out, "\nrun %d\n%-10s %10s %10s %14s %10s %10s %16s %13s\n", runNo, "path", "TTFE p50", "TTFE p99", "per-event p50", "last p50", "events/s", "KiB/open stream", "CPU ms/reply")
 	rate := func(r *result) float64 { return float64(r.events) / r.wall.Seconds() }
 	cpu := func(r *result) float64 { return float64(r.cpu) / float64(time.Millisecond) / float64(len(r.ttfe)) }
@@ -538,6 +540,13 @@ func printTable(out io.Writer, runNo int, paths []path, results map[string]*resu
 		fmt.Fprintf(out, "%-10s %10s %10s %14s %10s %10.0f %16s %13.2f\n", p.name,
 			percentile.Of(r.ttfe, 50).Round(10*time.Microsecond), percentile.Of(r.ttfe, 99).Round(10*time.Microsecond),
 			percentile.Of(r.perEvent, 50).Round(time.Microsecond), percentile.Of(r.last, 50).Round(10*time.Microsecond), rate(r), mem, cpu(r))
+	}
+	if arrivals.Rate > 0 { // an open loop: a path that serves slower has more in flight
+		fmt.Fprint(out, "in flight as each reply started (mean, max):")
+		for _, p := range paths {
+			fmt.Fprintf(out, " %s %s;", p.name, results[p.name].inFlight)
+		}
+		fmt.Fprintln(out)
 	}
 	d, px, a := results["direct"], results["proxy"], results["adk2goose"]
 	if d == nil || px == nil || a == nil {

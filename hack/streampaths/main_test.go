@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMain runs the roles this binary is started in by the tool (the test
@@ -35,11 +36,27 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	var out strings.Builder
-	cfg := config{binary: bin, replies: 6, deltas: 5, concurrency: 3, held: 4, runs: 1, paths: "direct,proxy,adk2goose"}
+	cfg := config{binary: bin, replies: 6, deltas: 5, concurrency: 3, held: 4, runs: 1, paths: "direct,proxy,adk2goose", arrivals: "together"}
 	if err := run(t.Context(), cfg, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"\ndirect ", "\nproxy ", "\nadk2goose ", "last p50", "adk2goose: TTFE p50 +", "proxy:     TTFE p50 +"} {
+	for _, want := range []string{"closed loop at concurrency 3", "\ndirect ", "\nproxy ", "\nadk2goose ", "last p50", "adk2goose: TTFE p50 +", "proxy:     TTFE p50 +"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	// Random arrivals need paced replies, and report what was in flight.
+	cfg.arrivals = "poisson"
+	if err := run(t.Context(), cfg, &out); err == nil || !strings.Contains(err.Error(), "need a reply time") {
+		t.Errorf("poisson arrivals without a reply time: %v", err)
+	}
+	out.Reset()
+	cfg.replyTime = 100 * time.Millisecond
+	if err := run(t.Context(), cfg, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"poisson arrivals, 30.0 replies/s", "\nadk2goose ", "in flight as each reply started (mean, max): direct "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

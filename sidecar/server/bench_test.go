@@ -53,7 +53,10 @@ import (
 // shares one process, so memory and CPU are compared as differences between
 // paths. On a shared machine the wall-clock figures move with other load;
 // CPU per reply moves much less. Flags: -stream-concurrency (streams in
-// flight at once, default 50), -stream-replies (per throughput phase,
+// flight at once, default 50), -stream-arrivals (together, default: a
+// closed loop whose rounds arrive in one instant; or poisson: random arrivals
+// keeping that many in flight on average, with paced replies),
+// -stream-replies (per throughput phase,
 // default 200), -stream-deltas (text events per reply, default 100; 1
 // shows what a turn costs apart from its events), -stream-reply-time
 // (goose's pace: a reply's deltas spread over it; default 0, as fast as it
@@ -71,7 +74,10 @@ func BenchmarkStreamPaths(b *testing.B) {
 	const held = 1000 // streams open at once for the memory phase
 	deltas := *benchDeltas
 	streams := *benchReplies
-	concurrency := *benchConcurrency
+	arrivals, err := goosetest.ParseArrivals(*benchArrivals, *benchConcurrency, *benchReplyTime)
+	if err != nil {
+		b.Fatalf("-stream-arrivals: %v", err)
+	}
 	script := func(_ string, text string) goosetest.Reply {
 		if text == "hold" {
 			// Held until the phase cancels it: a stream that finished while
@@ -216,6 +222,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 		wall           time.Duration
 		cpu            time.Duration // process CPU during the throughput phase
 		bytesPerStream float64
+		inFlight       goosetest.InFlight // as each reply started
 	}
 	results := map[string]*result{}
 	var breakdownOut strings.Builder
@@ -232,33 +239,25 @@ func BenchmarkStreamPaths(b *testing.B) {
 				}
 				settle(p, started, len(runs))
 				var mu sync.Mutex
-				sem := make(chan struct{}, concurrency)
-				var wg sync.WaitGroup
 				stopProfile := startPhaseProfile(b, p.name)
 				stopTrace := startPhaseTrace(b, p.name)
 				if p.name == "adk2goose" {
 					breakdown.reset()
 				}
 				start, cpu0 := time.Now(), processCPU()
-				for _, run := range runs {
-					wg.Add(1)
-					sem <- struct{}{}
-					go func() {
-						defer func() { <-sem; wg.Done() }()
-						tm, err := goosetest.TimeStream(func(onEvent func()) error { return run(context.Background(), "go", onEvent) })
-						mu.Lock()
-						defer mu.Unlock()
-						if err != nil || tm.Events != deltas {
-							b.Errorf("%s: stream got %d events: %v", p.name, tm.Events, err)
-							return
-						}
-						res.ttfe = append(res.ttfe, tm.First)
-						res.last = append(res.last, tm.Last)
-						res.perEvent = append(res.perEvent, tm.PerEvent)
-						res.events += tm.Events
-					}()
-				}
-				wg.Wait()
+				res.inFlight = arrivals.Run(len(runs), func(i int) {
+					tm, err := goosetest.TimeStream(func(onEvent func()) error { return runs[i](context.Background(), "go", onEvent) })
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil || tm.Events != deltas {
+						b.Errorf("%s: stream got %d events: %v", p.name, tm.Events, err)
+						return
+					}
+					res.ttfe = append(res.ttfe, tm.First)
+					res.last = append(res.last, tm.Last)
+					res.perEvent = append(res.perEvent, tm.PerEvent)
+					res.events += tm.Events
+				})
 				res.wall += time.Since(start)
 				res.cpu += processCPU() - cpu0
 				stopProfile()
@@ -315,7 +314,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 		return
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "\ngoose %s; %d replies x %d deltas at concurrency %d; memory with %d streams open (heap+stack, whole process);\n", *benchFlavor, streams, deltas, concurrency, held)
+	fmt.Fprintf(&out, "\ngoose %s; %d replies x %d deltas, %s; memory with %d streams open (heap+stack, whole process);\n", *benchFlavor, streams, deltas, arrivals, held)
 	fmt.Fprintf(&out, "CPU is the whole process's (fake goose and clients included) per reply; events are goose's deltas\n")
 	fmt.Fprintf(&out, "as they reach the client (an adk2goose partial event that carries several counts each); last: to a reply's last delta\n")
 	fmt.Fprintf(&out, "%-10s %12s %12s %14s %12s %12s %16s %13s\n", "path", "TTFE p50", "TTFE p99", "per-event p50", "last p50", "events/s", "KiB/open stream", "CPU ms/reply")
@@ -333,6 +332,14 @@ func BenchmarkStreamPaths(b *testing.B) {
 			ratio(percentile.Of(r.ttfe, 50), percentile.Of(d.ttfe, 50)), ratio(percentile.Of(r.ttfe, 99), percentile.Of(d.ttfe, 99)),
 			ratio(percentile.Of(r.perEvent, 50), percentile.Of(d.perEvent, 50)),
 			rate(r)/rate(d), r.bytesPerStream/d.bytesPerStream, ratio(r.cpu, d.cpu))
+	}
+	if arrivals.Rate > 0 {
+		// An open loop: a path that serves slower has more in flight.
+		fmt.Fprintf(&out, "in flight as each reply started (mean, max):")
+		for _, p := range paths {
+			fmt.Fprintf(&out, " %s %s;", p.name, results[p.name].inFlight)
+		}
+		fmt.Fprintln(&out)
 	}
 	a, f := results["adk2goose"], results["forwarded"]
 	fmt.Fprintf(&out, "forwarded vs adk2goose (the cost of a replica hop): TTFE p50 x%.1f, per-event x%.1f, events/s x%.2f, memory/stream x%.1f, CPU/reply x%.1f\n",
@@ -473,6 +480,10 @@ var benchDeltas = flag.Int("stream-deltas", 100, "BenchmarkStreamPaths: text eve
 var benchReplies = flag.Int("stream-replies", 200, "BenchmarkStreamPaths: replies per throughput phase")
 
 var benchConcurrency = flag.Int("stream-concurrency", 50, "BenchmarkStreamPaths: replies streamed at once in the throughput phase")
+
+var benchArrivals = flag.String("stream-arrivals", "together",
+	"BenchmarkStreamPaths: together (a closed loop at -stream-concurrency: each round of replies arrives in one instant) "+
+		"or poisson (replies arrive at random, at the rate that keeps -stream-concurrency in flight on average; needs -stream-reply-time)")
 
 var benchHistory = flag.Int("stream-history", 0,
 	"BenchmarkStreamPaths: events of earlier sessions stored before measuring, as on a sidecar that has served for a while")
