@@ -67,6 +67,81 @@ func decodeNotification(method string, params []byte) (decoded, error) {
 }
 
 func decodeSessionUpdate(params []byte) (decoded, error) {
+	if d, ok := decodeTextChunk(params); ok {
+		return d, nil
+	}
+	return decodeAnyUpdate(params)
+}
+
+// textChunk is the update goose sends most, one per token while it streams:
+// a chunk of the answer (agent_message_chunk) or of its thinking
+// (agent_thought_chunk) with text content. The SDK's union types read it
+// through a map at each of two levels and then again into the variant: 59
+// allocations a delta, and the largest cost of the sidecar's goose reader
+// (BenchmarkDecodeTextChunk). decodeTextChunk reads it once, into the SDK's
+// own field types, so a value the SDK rejects is rejected here too.
+//
+// Names match as encoding/json matches struct fields. The SDK reads its two
+// discriminators (sessionUpdate, type) case-sensitively and may keep an
+// earlier value of a repeated name, which RFC 8259 leaves to the parser.
+// goose writes exact names once; FuzzTextChunkReadsAsTheSDK checks that both
+// read the same from any input without repeated or case-variant names.
+type textChunk struct {
+	Meta      map[string]any   `json:"_meta,omitempty"`
+	SessionID acpsdk.SessionId `json:"sessionId"`
+	Update    struct {
+		// Only what messageID reads of it (goose's messageId): a map
+		// costs nine allocations more.
+		Meta struct {
+			Goose struct {
+				MessageID stringOrNothing `json:"messageId"`
+			} `json:"goose"`
+		} `json:"_meta"`
+		Content       acpsdk.ContentBlockText `json:"content"`
+		MessageID     *string                 `json:"messageId,omitempty"`
+		SessionUpdate string                  `json:"sessionUpdate"`
+	} `json:"update"`
+}
+
+// decodeTextChunk decodes a text chunk; ok is false for anything else, which
+// decodeAnyUpdate then reads.
+func decodeTextChunk(params []byte) (_ decoded, ok bool) {
+	var n textChunk
+	if json.Unmarshal(params, &n) != nil || n.SessionID == "" || n.Update.Content.Type != "text" {
+		return decoded{}, false
+	}
+	u := &n.Update
+	id := string(u.Meta.Goose.MessageID) // as messageID reads it
+	if u.MessageID != nil && *u.MessageID != "" {
+		id = *u.MessageID
+	}
+	d := decoded{SessionID: string(n.SessionID)}
+	switch u.SessionUpdate {
+	case "agent_message_chunk":
+		d.Event = &goose.TextDelta{MessageID: id, Text: u.Content.Text}
+	case "agent_thought_chunk":
+		d.Event = &goose.ThinkingDelta{MessageID: id, Text: u.Content.Text}
+	default:
+		return decoded{}, false
+	}
+	return d, true
+}
+
+// stringOrNothing is a JSON string, or "" for any other value, as
+// metaString reads one.
+type stringOrNothing string
+
+func (s *stringOrNothing) UnmarshalJSON(b []byte) error {
+	var v string
+	if json.Unmarshal(b, &v) != nil {
+		v = ""
+	}
+	*s = stringOrNothing(v)
+	return nil
+}
+
+// decodeAnyUpdate decodes any session/update through the SDK's types.
+func decodeAnyUpdate(params []byte) (decoded, error) {
 	var n acpsdk.SessionNotification
 	if err := json.Unmarshal(params, &n); err != nil {
 		return decoded{}, fmt.Errorf("failed to decode session/update: %w", err)

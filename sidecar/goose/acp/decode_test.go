@@ -1,6 +1,11 @@
 package acp
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
@@ -124,6 +129,138 @@ func TestParseExportUsage(t *testing.T) {
 			}
 			if tc.name == "accumulated_usage" && (cost == nil || *cost != 1) {
 				t.Errorf("cost = %v, want 1", cost)
+			}
+		})
+	}
+}
+
+// TestGooseTextChunksTakeTheFastPath: goose's text and thinking chunks
+// are read by decodeTextChunk, as the SDK reads them; its other updates
+// are left to the SDK.
+func TestGooseTextChunksTakeTheFastPath(t *testing.T) {
+	for i, s := range decodeSeeds {
+		if s.method != methodSessionUpdate {
+			continue
+		}
+		fast, ok := decodeTextChunk([]byte(s.params))
+		isChunk := strings.Contains(s.params, `_chunk"`)
+		if ok != isChunk {
+			t.Errorf("seed %d: fast path taken %v, want %v", i, ok, isChunk)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		viaSDK, err := decodeAnyUpdate([]byte(s.params))
+		if err != nil || !reflect.DeepEqual(fast, viaSDK) {
+			t.Errorf("seed %d: fast %+v (%#v), SDK %+v (%#v), %v", i, fast, fast.Event, viaSDK, viaSDK.Event, err)
+		}
+	}
+	// messageId as the ACP field, which wins over goose's _meta.
+	fast, ok := decodeTextChunk([]byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","messageId":"m1","content":{"type":"text","text":"hi"},"_meta":{"goose":{"messageId":"m2"}}}}`))
+	if e, isText := fast.Event.(*goose.TextDelta); !ok || !isText || e.MessageID != "m1" || e.Text != "hi" {
+		t.Errorf("got %+v (%#v), %v", fast, fast.Event, ok)
+	}
+	for _, params := range []string{
+		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"AA==","mimeType":"image/png"}}}`,
+		`{"sessionId":"s","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}}`,
+		`{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`,
+		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":7}}}`,
+	} {
+		if d, ok := decodeTextChunk([]byte(params)); ok {
+			t.Errorf("%s: fast path took it: %+v", params, d)
+		}
+	}
+}
+
+// FuzzTextChunkReadsAsTheSDK: whatever decodeTextChunk accepts, the SDK
+// reads the same, unless a name is repeated or is a case variant of one the
+// SDK matches exactly (see textChunk).
+func FuzzTextChunkReadsAsTheSDK(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add([]byte(s.params))
+	}
+	f.Add([]byte(`{"sessionId":"s","_meta":{},"update":{"sessionUpdate":"agent_thought_chunk","messageId":null,"content":{"type":"text","text":"x","annotations":{"priority":1}}}}`))
+	f.Add([]byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text"}}}`))
+	f.Add([]byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"goose":{"messageId":7}}}}`))
+	f.Add([]byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"goose":[1]}}}`))
+	f.Fuzz(func(t *testing.T, params []byte) {
+		fast, ok := decodeTextChunk(params)
+		if !ok || !plainNames(params) {
+			return
+		}
+		viaSDK, err := decodeAnyUpdate(params)
+		if err != nil || !reflect.DeepEqual(fast, viaSDK) {
+			t.Fatalf("fast %+v (%#v); SDK %+v (%#v), %v", fast, fast.Event, viaSDK, viaSDK.Event, err)
+		}
+	})
+}
+
+// plainNames reports whether params is JSON whose objects name each member
+// once (case folded), with no case variant of a name the SDK's union types
+// or messageID match exactly.
+func plainNames(params []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(params))
+	var objects []map[string]bool // the names of each open object so far
+	var inObject []bool           // for each open container: an object (else an array)
+	expectName := func() bool { return len(inObject) > 0 && inObject[len(inObject)-1] }
+	afterName := false
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		if s, isString := tok.(string); isString && expectName() && !afterName {
+			folded := strings.ToLower(s)
+			names := objects[len(objects)-1]
+			if names[folded] {
+				return false
+			}
+			names[folded] = true
+			for _, exact := range []string{"sessionUpdate", "type", "goose", "messageId"} {
+				if strings.EqualFold(s, exact) && s != exact {
+					return false
+				}
+			}
+			afterName = true
+			continue
+		}
+		afterName = false
+		switch tok {
+		case json.Delim('{'):
+			inObject = append(inObject, true)
+			objects = append(objects, map[string]bool{})
+		case json.Delim('['):
+			inObject = append(inObject, false)
+		case json.Delim('}'):
+			inObject = inObject[:len(inObject)-1]
+			objects = objects[:len(objects)-1]
+		case json.Delim(']'):
+			inObject = inObject[:len(inObject)-1]
+		}
+	}
+}
+
+// BenchmarkDecodeTextChunk: one of goose's text deltas, read by the fast
+// path and by the SDK's types, side by side.
+func BenchmarkDecodeTextChunk(b *testing.B) {
+	params := []byte(decodeSeeds[0].params)
+	for _, c := range []struct {
+		name   string
+		decode func([]byte) (decoded, error)
+	}{
+		{"fast", decodeSessionUpdate},
+		{"sdk", decodeAnyUpdate},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, err := c.decode(params); err != nil || d.Event == nil {
+					b.Fatal(d, err)
+				}
 			}
 		})
 	}
