@@ -1,10 +1,12 @@
 package acp
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
@@ -132,6 +134,13 @@ func decodeTextChunk(params []byte) (_ decoded, ok bool) {
 type stringOrNothing string
 
 func (s *stringOrNothing) UnmarshalJSON(b []byte) error {
+	// b is one whole JSON value. A string with no escape and valid UTF-8
+	// (encoding/json would replace invalid bytes) is its own content:
+	// taken without a second decoder.
+	if len(b) >= 2 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) {
+		*s = stringOrNothing(b[1 : len(b)-1])
+		return nil
+	}
 	var v string
 	if json.Unmarshal(b, &v) != nil {
 		v = ""

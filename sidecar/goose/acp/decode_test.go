@@ -184,6 +184,8 @@ func FuzzTextChunkReadsAsTheSDK(f *testing.F) {
 	f.Add([]byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text"}}}`))
 	f.Add([]byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"goose":{"messageId":7}}}}`))
 	f.Add([]byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"goose":[1]}}}`))
+	f.Add([]byte("{\"sessionId\":\"s\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"x\"},\"_meta\":{\"goose\":{\"messageId\":\"m\xff\\u00e9\"}}}}"))
+	f.Add([]byte("{\"sessionId\":\"s\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"x\"},\"_meta\":{\"goose\":{\"messageId\":\"m\xff\"}}}}"))
 	f.Fuzz(func(t *testing.T, params []byte) {
 		fast, ok := decodeTextChunk(params)
 		if !ok || !plainNames(params) {
