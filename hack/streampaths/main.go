@@ -77,7 +77,8 @@ func main() {
 	flag.DurationVar(&cfg.replyTime, "reply-time", 0, "how long goose takes to stream one reply, its events evenly spread; 0: as fast as it can (the machine saturated)")
 	flag.IntVar(&cfg.concurrency, "concurrency", 50, "replies streamed at once")
 	flag.StringVar(&cfg.arrivals, "arrivals", "together", "together (a closed loop at -concurrency: each round of replies arrives in one instant) "+
-		"or poisson (replies arrive at random, at the rate that keeps -concurrency in flight on average; needs -reply-time)")
+		"or poisson (replies arrive at random, at the rate that keeps -concurrency in flight on average; needs -reply-time) "+
+		"or poisson:R (at random, R replies a second)")
 	flag.IntVar(&cfg.held, "held", 1000, "streams held open at once for the memory phase")
 	flag.IntVar(&cfg.runs, "runs", 1, "runs (a table each)")
 	flag.StringVar(&cfg.paths, "paths", "direct,proxy,adk2goose", "the paths to measure, comma-separated")

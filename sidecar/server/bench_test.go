@@ -54,8 +54,9 @@ import (
 // paths. On a shared machine the wall-clock figures move with other load;
 // CPU per reply moves much less. Flags: -stream-concurrency (streams in
 // flight at once, default 50), -stream-arrivals (together, default: a
-// closed loop whose rounds arrive in one instant; or poisson: random arrivals
-// keeping that many in flight on average, with paced replies),
+// closed loop whose rounds arrive in one instant; poisson: random arrivals
+// keeping that many in flight on average, with paced replies; poisson:R, R
+// replies a second),
 // -stream-replies (per throughput phase,
 // default 200), -stream-deltas (text events per reply, default 100; 1
 // shows what a turn costs apart from its events), -stream-reply-time
@@ -483,7 +484,8 @@ var benchConcurrency = flag.Int("stream-concurrency", 50, "BenchmarkStreamPaths:
 
 var benchArrivals = flag.String("stream-arrivals", "together",
 	"BenchmarkStreamPaths: together (a closed loop at -stream-concurrency: each round of replies arrives in one instant) "+
-		"or poisson (replies arrive at random, at the rate that keeps -stream-concurrency in flight on average; needs -stream-reply-time)")
+		"or poisson (replies arrive at random, at the rate that keeps -stream-concurrency in flight on average; needs -stream-reply-time) "+
+		"or poisson:R (at random, R replies a second)")
 
 var benchHistory = flag.Int("stream-history", 0,
 	"BenchmarkStreamPaths: events of earlier sessions stored before measuring, as on a sidecar that has served for a while")

@@ -2,7 +2,10 @@ package goosetest
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,34 +23,47 @@ type Arrivals struct {
 	// Rate, when above 0, starts replies at random times (a Poisson process),
 	// this many per second on average, however many are in flight: users who
 	// do not wait for each other. The times are seeded, so every path
-	// measured sees the same schedule.
+	// measured sees the same schedule. Concurrency is then the mean in flight
+	// the rate was chosen for, or 0 when the rate was given.
 	Rate float64
 }
 
 // ParseArrivals reads the arrivals flag of the benchmark and the load
-// tools: "together" (a closed loop at concurrency), or "poisson" (random
+// tools: "together" (a closed loop at concurrency); "poisson" (random
 // arrivals at the rate that keeps concurrency replies of replyTime in flight
-// on average, which needs paced replies).
+// on average, which needs paced replies); or "poisson:R" (R replies a second,
+// at any pace: below what a path can serve, it shows the time to first event
+// at that load, which a closed loop at saturation cannot).
 func ParseArrivals(name string, concurrency int, replyTime time.Duration) (Arrivals, error) {
 	if concurrency < 1 {
 		return Arrivals{}, fmt.Errorf("concurrency %d: want at least 1", concurrency)
+	}
+	if rate, ok := strings.CutPrefix(name, "poisson:"); ok {
+		r, err := strconv.ParseFloat(rate, 64)
+		if err != nil || !(r > 0) || math.IsInf(r, 0) {
+			return Arrivals{}, fmt.Errorf("arrivals %q: want a rate above 0 replies a second after poisson:", name)
+		}
+		return Arrivals{Rate: r}, nil
 	}
 	switch name {
 	case "together":
 		return Arrivals{Concurrency: concurrency}, nil
 	case "poisson":
 		if replyTime <= 0 {
-			return Arrivals{}, fmt.Errorf("poisson arrivals need a reply time: the rate that keeps %d replies in flight is %d per reply time", concurrency, concurrency)
+			return Arrivals{}, fmt.Errorf("poisson arrivals need a reply time (or a rate, poisson:R): the rate that keeps %d replies in flight is %d per reply time", concurrency, concurrency)
 		}
 		return Arrivals{Concurrency: concurrency, Rate: float64(concurrency) / replyTime.Seconds()}, nil
 	}
-	return Arrivals{}, fmt.Errorf("arrivals %q: want together or poisson", name)
+	return Arrivals{}, fmt.Errorf("arrivals %q: want together, poisson or poisson:<replies a second>", name)
 }
 
 // String names the arrivals for a table's header.
 func (a Arrivals) String() string {
-	if a.Rate > 0 {
+	switch {
+	case a.Rate > 0 && a.Concurrency > 0:
 		return fmt.Sprintf("poisson arrivals, %.1f replies/s (%d in flight on average)", a.Rate, a.Concurrency)
+	case a.Rate > 0:
+		return fmt.Sprintf("poisson arrivals, %.1f replies/s", a.Rate)
 	}
 	return fmt.Sprintf("closed loop at concurrency %d, each round arriving together", a.Concurrency)
 }

@@ -96,6 +96,9 @@ func TestParseArrivals(t *testing.T) {
 	if a, err := ParseArrivals("together", 50, 0); err != nil || a.Rate != 0 || a.Concurrency != 50 {
 		t.Errorf("together, 50: %+v, %v", a, err)
 	}
+	if a, err := ParseArrivals("poisson:300", 50, 0); err != nil || a.Rate != 300 || a.String() != "poisson arrivals, 300.0 replies/s" {
+		t.Errorf("poisson:300: %+v (%s), %v; want 300 replies/s whatever the pace", a, a, err)
+	}
 	for _, bad := range []struct {
 		name      string
 		c         int
@@ -105,6 +108,10 @@ func TestParseArrivals(t *testing.T) {
 		{"poisson", 50, 0, "need a reply time"},
 		{"bursty", 50, time.Second, `"bursty"`},
 		{"together", 0, 0, "concurrency 0"},
+		{"poisson:", 50, 0, "a rate above 0"},
+		{"poisson:-3", 50, 0, "a rate above 0"},
+		{"poisson:NaN", 50, 0, "a rate above 0"},
+		{"poisson:+Inf", 50, 0, "a rate above 0"},
 	} {
 		if _, err := ParseArrivals(bad.name, bad.c, bad.replyTime); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s, %d, %s: %v, want an error naming %s", bad.name, bad.c, bad.replyTime, err, bad.want)
