@@ -56,8 +56,7 @@ import (
 // flight at once, default 50), -stream-arrivals (together, default: a
 // closed loop whose rounds arrive in one instant; poisson: random arrivals
 // keeping that many in flight on average, with paced replies; poisson:R, R
-// replies a second),
-// -stream-replies (per throughput phase,
+// replies a second), -stream-replies (per throughput phase,
 // default 200), -stream-deltas (text events per reply, default 100; 1
 // shows what a turn costs apart from its events), -stream-reply-time
 // (goose's pace: a reply's deltas spread over it; default 0, as fast as it
