@@ -14,33 +14,34 @@ import (
 func TestClosedLoopArrivals(t *testing.T) {
 	const n, c = 20, 3
 	var (
-		running, most atomic.Int64
+		mu            sync.Mutex
+		running, most int
 		full          = make(chan struct{})
-		fill          sync.Once
+		filled        bool
 		ran           [n]atomic.Int64
 	)
 	seen := Arrivals{Concurrency: c}.Run(n, func(i int) {
-		now := running.Add(1)
-		defer running.Add(-1)
-		for {
-			m := most.Load()
-			if now <= m || most.CompareAndSwap(m, now) {
-				break
-			}
+		mu.Lock()
+		running++
+		most = max(most, running)
+		if running == c && !filled {
+			close(full)
+			filled = true
 		}
-		if now == c {
-			fill.Do(func() { close(full) })
-		}
+		mu.Unlock()
 		<-full // the first round waits until the loop is full
 		ran[i].Add(1)
+		mu.Lock()
+		running--
+		mu.Unlock()
 	})
 	for i := range ran {
 		if got := ran[i].Load(); got != 1 {
 			t.Errorf("reply %d ran %d times", i, got)
 		}
 	}
-	if most.Load() != c {
-		t.Errorf("at most %d in flight, want %d", most.Load(), c)
+	if most != c {
+		t.Errorf("at most %d in flight, want %d", most, c)
 	}
 	if seen.Max > c-1 {
 		t.Errorf("a reply started with %d others in flight, over concurrency %d", seen.Max, c)
