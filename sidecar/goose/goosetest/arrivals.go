@@ -41,7 +41,7 @@ func ParseArrivals(name string, concurrency int, replyTime time.Duration) (Arriv
 	if rate, ok := strings.CutPrefix(name, "poisson:"); ok {
 		r, err := strconv.ParseFloat(rate, 64)
 		if err != nil || !(r > 0) || math.IsInf(r, 0) {
-			return Arrivals{}, fmt.Errorf("arrivals %q: want a rate above 0 replies a second after poisson:", name)
+			return Arrivals{}, fmt.Errorf("arrivals %q: want poisson:R with R, replies a second, above 0", name)
 		}
 		return Arrivals{Rate: r}, nil
 	}
