@@ -462,6 +462,13 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	cn.rpc = newWSConn(ws, c.cfg.MaxFrameBytes, c.log, func(method string, params json.RawMessage) {
 		c.route(cn, method, params)
 	}, cn.handle)
+	cn.rpc.take = func(frame []byte) bool {
+		d, ok := readTextChunkFrame(frame)
+		if ok {
+			c.routeDecoded(cn, d)
+		}
+		return ok
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -900,6 +907,11 @@ func (c *Client) route(cn *conn, method string, params json.RawMessage) {
 		c.log.Log(context.Background(), level, "skipped a goose notification", "method", method, "session", cn.session, "err", err)
 		return
 	}
+	c.routeDecoded(cn, d)
+}
+
+// routeDecoded routes one decoded notification.
+func (c *Client) routeDecoded(cn *conn, d decoded) {
 	if d.Custom {
 		cn.custom.Store(true)
 	}

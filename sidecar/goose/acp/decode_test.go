@@ -3,6 +3,7 @@ package acp
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"reflect"
 	"strings"
@@ -246,24 +247,91 @@ func plainNames(params []byte) bool {
 	}
 }
 
-// BenchmarkDecodeTextChunk: one of goose's text deltas, read by the fast
-// path and by the SDK's types, side by side.
+// BenchmarkDecodeTextChunk: one of goose's text delta frames, read whole
+// in one pass (readTextChunkFrame, what the client does), through the
+// transport's rpcMessage and then decodeTextChunk, and through rpcMessage
+// and the SDK's types; side by side.
 func BenchmarkDecodeTextChunk(b *testing.B) {
-	params := []byte(decodeSeeds[0].params)
+	frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":` + decodeSeeds[0].params + `}`)
+	viaRPC := func(decode func([]byte) (decoded, error)) func([]byte) (decoded, error) {
+		return func(frame []byte) (decoded, error) {
+			var m rpcMessage
+			if err := json.Unmarshal(frame, &m); err != nil {
+				return decoded{}, err
+			}
+			return decode(m.Params)
+		}
+	}
 	for _, c := range []struct {
 		name   string
 		decode func([]byte) (decoded, error)
 	}{
-		{"fast", decodeSessionUpdate},
-		{"sdk", decodeAnyUpdate},
+		{"whole", func(frame []byte) (decoded, error) {
+			d, ok := readTextChunkFrame(frame)
+			if !ok {
+				return d, errors.New("not taken")
+			}
+			return d, nil
+		}},
+		{"rpc+chunk", viaRPC(decodeSessionUpdate)},
+		{"rpc+sdk", viaRPC(decodeAnyUpdate)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if d, err := c.decode(params); err != nil || d.Event == nil {
+				if d, err := c.decode(frame); err != nil || d.Event == nil {
 					b.Fatal(d, err)
 				}
 			}
 		})
+	}
+}
+
+// FuzzTextChunkFrameReadsAsDispatch: a frame readTextChunkFrame takes is a
+// session/update notification the transport's own decoding and
+// decodeNotification read the same, unless a name is repeated or a case
+// variant (see textChunk).
+func FuzzTextChunkFrameReadsAsDispatch(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add([]byte(`{"jsonrpc":"2.0","method":"` + s.method + `","params":` + s.params + `}`))
+	}
+	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"method":"session/update","params":` + decodeSeeds[0].params + `}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"session/update","params":` + decodeSeeds[0].params + `,"error":{"code":"x"}}`))
+	f.Add([]byte(`{"jsonrpc":2,"method":"session/update","params":` + decodeSeeds[1].params + `}`))
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		fast, ok := readTextChunkFrame(frame)
+		if !ok || !plainNames(frame) {
+			return
+		}
+		var m rpcMessage
+		if err := json.Unmarshal(frame, &m); err != nil || m.ID != nil || m.Method != methodSessionUpdate {
+			t.Fatalf("taken whole, but dispatch reads %+v, %v", m, err)
+		}
+		viaDispatch, err := decodeNotification(m.Method, m.Params)
+		if err != nil || !reflect.DeepEqual(fast, viaDispatch) {
+			t.Fatalf("whole %+v (%#v); through dispatch %+v (%#v), %v", fast, fast.Event, viaDispatch, viaDispatch.Event, err)
+		}
+	})
+}
+
+// TestGooseTextChunkFramesAreTakenWhole: goose's text and thinking chunk
+// frames are read in one pass; its other frames, requests and responses are
+// left to the transport.
+func TestGooseTextChunkFramesAreTakenWhole(t *testing.T) {
+	for i, s := range decodeSeeds {
+		frame := `{"jsonrpc":"2.0","method":"` + s.method + `","params":` + s.params + `}`
+		_, ok := readTextChunkFrame([]byte(frame))
+		if want := s.method == methodSessionUpdate && strings.Contains(s.params, `_chunk"`); ok != want {
+			t.Errorf("seed %d: taken %v, want %v", i, ok, want)
+		}
+	}
+	for _, frame := range []string{
+		`{"jsonrpc":"2.0","id":3,"method":"session/update","params":` + decodeSeeds[0].params + `}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":` + decodeSeeds[0].params + `,"error":{"code":"x"}}`,
+		`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}`,
+	} {
+		if d, ok := readTextChunkFrame([]byte(frame)); ok {
+			t.Errorf("%s: taken whole: %+v", frame, d)
+		}
 	}
 }

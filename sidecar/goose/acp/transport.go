@@ -59,7 +59,11 @@ type wsConn struct {
 	maxFrame int
 	log      *slog.Logger
 	notify   func(method string, params json.RawMessage)
-	handle   requestHandler
+	// take, when set, is offered each frame first, on the reader: it handles
+	// the frames it can read whole (true), as notify would; the others are
+	// decoded here.
+	take   func(frame []byte) bool
+	handle requestHandler
 	// ended, when set, runs on the reader once the connection has ended.
 	ended func()
 
@@ -188,6 +192,9 @@ func (w *wsConn) read() {
 // dispatch routes one frame; an error means the connection must end.
 func (w *wsConn) dispatch(data []byte) error {
 	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if w.take != nil && w.take(data) {
 		return nil
 	}
 	var m rpcMessage

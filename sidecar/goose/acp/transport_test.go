@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,6 +177,49 @@ func TestWSConnRefusesAFrameGooseCannotRead(t *testing.T) {
 	_, b, err := peer.ReadMessage()
 	if err != nil || !strings.Contains(string(b), `"small"`) {
 		t.Fatalf("next frame %s, %v", b, err)
+	}
+}
+
+// TestWSConnOffersFramesToTakeFirst: a frame take handles is not decoded
+// again nor passed to notify; the frames it leaves are, in order.
+func TestWSConnOffersFramesToTakeFirst(t *testing.T) {
+	ws, peers := rawPeer(t)
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler), func(method string, _ json.RawMessage) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, "notify "+method)
+	}, nil)
+	w.take = func(frame []byte) bool {
+		if !strings.Contains(string(frame), `"taken"`) {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, "take")
+		return true
+	}
+	ended := make(chan struct{})
+	w.start(func() { close(ended) })
+	peer := <-peers
+	for _, frame := range []string{
+		`{"jsonrpc":"2.0","method":"a","params":{}}`,
+		`{"jsonrpc":"2.0","method":"taken","params":{}}`,
+		`{"jsonrpc":"2.0","method":"b","params":{}}`,
+	} {
+		if err := peer.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = peer.Close()
+	<-ended
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"notify a", "take", "notify b"}; !slices.Equal(seen, want) {
+		t.Errorf("seen %q, want %q", seen, want)
 	}
 }
 
