@@ -68,28 +68,22 @@ func decodeNotification(method string, params []byte) (decoded, error) {
 	}
 }
 
-func decodeSessionUpdate(params []byte) (decoded, error) {
-	if d, ok := decodeTextChunk(params); ok {
-		return d, nil
-	}
-	return decodeAnyUpdate(params)
-}
-
 // textChunk is the update goose sends most, one per token while it streams:
 // a chunk of the answer (agent_message_chunk) or of its thinking
-// (agent_thought_chunk) with text content. The SDK's union types read it
-// through a map at each of two levels and then again into the variant: with
-// the frame around it, 83 allocations and about 12 µs a delta, the largest
-// cost of the sidecar's goose reader. decodeTextChunk reads it once, into the
-// SDK's own field types, so a value the SDK rejects is rejected here too;
-// readTextChunkFrame reads the frame with it: 19 allocations and about 3 µs
-// (BenchmarkDecodeTextChunk).
+// (agent_thought_chunk) with text content. Read by the transport's
+// rpcMessage and then the SDK's union types, which go through a map at each
+// of two levels and then again into the variant, a delta costs 83
+// allocations and about 12 µs, the largest cost of the sidecar's goose
+// reader. readTextChunkFrame reads the whole frame once, into the SDK's own
+// field types, so a value the SDK rejects is rejected here too: 19
+// allocations and about 3 µs (BenchmarkDecodeTextChunk).
 //
 // Names match as encoding/json matches struct fields. The SDK reads its two
 // discriminators (sessionUpdate, type) case-sensitively and may keep an
 // earlier value of a repeated name, which RFC 8259 leaves to the parser.
-// goose writes exact names once; FuzzTextChunkReadsAsTheSDK checks that both
-// read the same from any input without repeated or case-variant names.
+// goose writes exact names once; FuzzTextChunkFrameReadsAsDispatch checks
+// that both read the same from any frame without repeated or case-variant
+// names.
 type textChunk struct {
 	Meta      map[string]any   `json:"_meta,omitempty"`
 	SessionID acpsdk.SessionId `json:"sessionId"`
@@ -107,16 +101,6 @@ type textChunk struct {
 	} `json:"update"`
 }
 
-// decodeTextChunk decodes a text chunk; ok is false for anything else, which
-// decodeAnyUpdate then reads.
-func decodeTextChunk(params []byte) (_ decoded, ok bool) {
-	var n textChunk
-	if json.Unmarshal(params, &n) != nil {
-		return decoded{}, false
-	}
-	return n.decoded()
-}
-
 // textChunkFrame is a whole frame, as rpcMessage reads it, whose params may
 // be a text chunk.
 type textChunkFrame struct {
@@ -129,19 +113,14 @@ type textChunkFrame struct {
 }
 
 // readTextChunkFrame reads a frame that is a session/update notification
-// of a text chunk in one pass, where the transport's rpcMessage and then
-// decodeTextChunk would read it twice (and copy its params between them);
-// ok is false for any other frame. FuzzTextChunkFrameReadsAsDispatch checks
-// it against that path.
+// of a text chunk in one pass; ok is false for any other frame, which the
+// transport and decodeNotification then read.
 func readTextChunkFrame(frame []byte) (_ decoded, ok bool) {
 	var f textChunkFrame
 	if json.Unmarshal(frame, &f) != nil || f.ID != nil || f.Method != methodSessionUpdate {
 		return decoded{}, false
 	}
-	return f.Params.decoded()
-}
-
-func (n *textChunk) decoded() (_ decoded, ok bool) {
+	n := &f.Params
 	if n.SessionID == "" || n.Update.Content.Type != "text" {
 		return decoded{}, false
 	}
@@ -182,8 +161,8 @@ func (s *stringOrNothing) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// decodeAnyUpdate decodes any session/update through the SDK's types.
-func decodeAnyUpdate(params []byte) (decoded, error) {
+// decodeSessionUpdate decodes any session/update through the SDK's types.
+func decodeSessionUpdate(params []byte) (decoded, error) {
 	var n acpsdk.SessionNotification
 	if err := json.Unmarshal(params, &n); err != nil {
 		return decoded{}, fmt.Errorf("failed to decode session/update: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -135,70 +136,6 @@ func TestParseExportUsage(t *testing.T) {
 	}
 }
 
-// TestGooseTextChunksTakeTheFastPath: goose's text and thinking chunks
-// are read by decodeTextChunk, as the SDK reads them; its other updates
-// are left to the SDK.
-func TestGooseTextChunksTakeTheFastPath(t *testing.T) {
-	for i, s := range decodeSeeds {
-		if s.method != methodSessionUpdate {
-			continue
-		}
-		fast, ok := decodeTextChunk([]byte(s.params))
-		isChunk := strings.Contains(s.params, `_chunk"`)
-		if ok != isChunk {
-			t.Errorf("seed %d: fast path taken %v, want %v", i, ok, isChunk)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		viaSDK, err := decodeAnyUpdate([]byte(s.params))
-		if err != nil || !reflect.DeepEqual(fast, viaSDK) {
-			t.Errorf("seed %d: fast %+v (%#v), SDK %+v (%#v), %v", i, fast, fast.Event, viaSDK, viaSDK.Event, err)
-		}
-	}
-	// messageId as the ACP field, which wins over goose's _meta.
-	fast, ok := decodeTextChunk([]byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","messageId":"m1","content":{"type":"text","text":"hi"},"_meta":{"goose":{"messageId":"m2"}}}}`))
-	if e, isText := fast.Event.(*goose.TextDelta); !ok || !isText || e.MessageID != "m1" || e.Text != "hi" {
-		t.Errorf("got %+v (%#v), %v", fast, fast.Event, ok)
-	}
-	for _, params := range []string{
-		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"AA==","mimeType":"image/png"}}}`,
-		`{"sessionId":"s","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}}`,
-		`{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`,
-		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":7}}}`,
-	} {
-		if d, ok := decodeTextChunk([]byte(params)); ok {
-			t.Errorf("%s: fast path took it: %+v", params, d)
-		}
-	}
-}
-
-// FuzzTextChunkReadsAsTheSDK: whatever decodeTextChunk accepts, the SDK
-// reads the same, unless a name is repeated or is a case variant of one the
-// SDK matches exactly (see textChunk).
-func FuzzTextChunkReadsAsTheSDK(f *testing.F) {
-	for _, s := range decodeSeeds {
-		f.Add([]byte(s.params))
-	}
-	f.Add([]byte(`{"sessionId":"s","_meta":{},"update":{"sessionUpdate":"agent_thought_chunk","messageId":null,"content":{"type":"text","text":"x","annotations":{"priority":1}}}}`))
-	f.Add([]byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text"}}}`))
-	f.Add([]byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"goose":{"messageId":7}}}}`))
-	f.Add([]byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"goose":[1]}}}`))
-	f.Add([]byte("{\"sessionId\":\"s\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"x\"},\"_meta\":{\"goose\":{\"messageId\":\"m\xff\\u00e9\"}}}}"))
-	f.Add([]byte("{\"sessionId\":\"s\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"x\"},\"_meta\":{\"goose\":{\"messageId\":\"m\xff\"}}}}"))
-	f.Fuzz(func(t *testing.T, params []byte) {
-		fast, ok := decodeTextChunk(params)
-		if !ok || !plainNames(params) {
-			return
-		}
-		viaSDK, err := decodeAnyUpdate(params)
-		if err != nil || !reflect.DeepEqual(fast, viaSDK) {
-			t.Fatalf("fast %+v (%#v); SDK %+v (%#v), %v", fast, fast.Event, viaSDK, viaSDK.Event, err)
-		}
-	})
-}
-
 // plainNames reports whether params is JSON whose objects name each member
 // once (case folded), with no case variant of a name the SDK's union types
 // or messageID match exactly.
@@ -248,20 +185,10 @@ func plainNames(params []byte) bool {
 }
 
 // BenchmarkDecodeTextChunk: one of goose's text delta frames, read whole
-// in one pass (readTextChunkFrame, what the client does), through the
-// transport's rpcMessage and then decodeTextChunk, and through rpcMessage
-// and the SDK's types; side by side.
+// in one pass (readTextChunkFrame, what the client does) and through the
+// transport's rpcMessage and the SDK's types; side by side.
 func BenchmarkDecodeTextChunk(b *testing.B) {
-	frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":` + decodeSeeds[0].params + `}`)
-	viaRPC := func(decode func([]byte) (decoded, error)) func([]byte) (decoded, error) {
-		return func(frame []byte) (decoded, error) {
-			var m rpcMessage
-			if err := json.Unmarshal(frame, &m); err != nil {
-				return decoded{}, err
-			}
-			return decode(m.Params)
-		}
-	}
+	frame := []byte(frameOf(decodeSeeds[0].method, decodeSeeds[0].params))
 	for _, c := range []struct {
 		name   string
 		decode func([]byte) (decoded, error)
@@ -273,8 +200,7 @@ func BenchmarkDecodeTextChunk(b *testing.B) {
 			}
 			return d, nil
 		}},
-		{"rpc+chunk", viaRPC(decodeSessionUpdate)},
-		{"rpc+sdk", viaRPC(decodeAnyUpdate)},
+		{"rpc+sdk", readThroughDispatch},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -287,45 +213,87 @@ func BenchmarkDecodeTextChunk(b *testing.B) {
 	}
 }
 
+// frameOf is a notification frame as goose sends it.
+func frameOf(method, params string) string {
+	return `{"jsonrpc":"2.0","method":"` + method + `","params":` + params + `}`
+}
+
+// readThroughDispatch reads a notification frame as the transport and
+// decodeNotification do when readTextChunkFrame leaves it.
+func readThroughDispatch(frame []byte) (decoded, error) {
+	var m rpcMessage
+	if err := json.Unmarshal(frame, &m); err != nil {
+		return decoded{}, err
+	}
+	if m.ID != nil || m.Method == "" {
+		return decoded{}, fmt.Errorf("not a notification: %+v", m)
+	}
+	return decodeNotification(m.Method, m.Params)
+}
+
 // FuzzTextChunkFrameReadsAsDispatch: a frame readTextChunkFrame takes is a
-// session/update notification the transport's own decoding and
-// decodeNotification read the same, unless a name is repeated or a case
-// variant (see textChunk).
+// session/update notification that the transport and the SDK's types read
+// the same, unless a name is repeated or a case variant (see textChunk).
 func FuzzTextChunkFrameReadsAsDispatch(f *testing.F) {
 	for _, s := range decodeSeeds {
-		f.Add([]byte(`{"jsonrpc":"2.0","method":"` + s.method + `","params":` + s.params + `}`))
+		f.Add([]byte(frameOf(s.method, s.params)))
+	}
+	for _, params := range []string{
+		`{"sessionId":"s","_meta":{},"update":{"sessionUpdate":"agent_thought_chunk","messageId":null,"content":{"type":"text","text":"x","annotations":{"priority":1}}}}`,
+		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text"}}}`,
+		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"goose":{"messageId":7}}}}`,
+		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"goose":[1]}}}`,
+		"{\"sessionId\":\"s\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"x\"},\"_meta\":{\"goose\":{\"messageId\":\"m\xff\\u00e9\"}}}}",
+		"{\"sessionId\":\"s\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"x\"},\"_meta\":{\"goose\":{\"messageId\":\"m\xff\"}}}}",
+	} {
+		f.Add([]byte(frameOf(methodSessionUpdate, params)))
 	}
 	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"method":"session/update","params":` + decodeSeeds[0].params + `}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"session/update","params":` + decodeSeeds[0].params + `,"error":{"code":"x"}}`))
 	f.Add([]byte(`{"jsonrpc":2,"method":"session/update","params":` + decodeSeeds[1].params + `}`))
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		fast, ok := readTextChunkFrame(frame)
+		whole, ok := readTextChunkFrame(frame)
 		if !ok || !plainNames(frame) {
 			return
 		}
-		var m rpcMessage
-		if err := json.Unmarshal(frame, &m); err != nil || m.ID != nil || m.Method != methodSessionUpdate {
-			t.Fatalf("taken whole, but dispatch reads %+v, %v", m, err)
-		}
-		viaDispatch, err := decodeNotification(m.Method, m.Params)
-		if err != nil || !reflect.DeepEqual(fast, viaDispatch) {
-			t.Fatalf("whole %+v (%#v); through dispatch %+v (%#v), %v", fast, fast.Event, viaDispatch, viaDispatch.Event, err)
+		viaDispatch, err := readThroughDispatch(frame)
+		if err != nil || !reflect.DeepEqual(whole, viaDispatch) {
+			t.Fatalf("whole %+v (%#v); through dispatch %+v (%#v), %v", whole, whole.Event, viaDispatch, viaDispatch.Event, err)
 		}
 	})
 }
 
 // TestGooseTextChunkFramesAreTakenWhole: goose's text and thinking chunk
-// frames are read in one pass; its other frames, requests and responses are
-// left to the transport.
+// frames are read in one pass, as the transport and the SDK read them; its
+// other frames, requests, responses and anything the SDK would not read as
+// a text chunk are left to the transport.
 func TestGooseTextChunkFramesAreTakenWhole(t *testing.T) {
 	for i, s := range decodeSeeds {
-		frame := `{"jsonrpc":"2.0","method":"` + s.method + `","params":` + s.params + `}`
-		_, ok := readTextChunkFrame([]byte(frame))
+		frame := []byte(frameOf(s.method, s.params))
+		whole, ok := readTextChunkFrame(frame)
 		if want := s.method == methodSessionUpdate && strings.Contains(s.params, `_chunk"`); ok != want {
 			t.Errorf("seed %d: taken %v, want %v", i, ok, want)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		viaDispatch, err := readThroughDispatch(frame)
+		if err != nil || !reflect.DeepEqual(whole, viaDispatch) {
+			t.Errorf("seed %d: whole %+v (%#v), through dispatch %+v (%#v), %v", i, whole, whole.Event, viaDispatch, viaDispatch.Event, err)
 		}
 	}
+	// messageId as the ACP field, which wins over goose's _meta.
+	whole, ok := readTextChunkFrame([]byte(frameOf(methodSessionUpdate, `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","messageId":"m1","content":{"type":"text","text":"hi"},"_meta":{"goose":{"messageId":"m2"}}}}`)))
+	if e, isText := whole.Event.(*goose.TextDelta); !ok || !isText || e.MessageID != "m1" || e.Text != "hi" {
+		t.Errorf("got %+v (%#v), %v", whole, whole.Event, ok)
+	}
 	for _, frame := range []string{
+		frameOf(methodSessionUpdate, `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"AA==","mimeType":"image/png"}}}`),
+		frameOf(methodSessionUpdate, `{"sessionId":"s","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}}`),
+		frameOf(methodSessionUpdate, `{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`),
+		frameOf(methodSessionUpdate, `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":7}}}`),
+		frameOf(methodGooseUpdate, `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`),
 		`{"jsonrpc":"2.0","id":3,"method":"session/update","params":` + decodeSeeds[0].params + `}`,
 		`{"jsonrpc":"2.0","method":"session/update","params":` + decodeSeeds[0].params + `,"error":{"code":"x"}}`,
 		`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}`,
