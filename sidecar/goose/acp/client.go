@@ -164,6 +164,10 @@ func New(cfg Config) (*Client, error) {
 		dialer: &websocket.Dialer{
 			HandshakeTimeout: cfg.DialTimeout,
 			// No Origin header is sent, which goose's Origin policy allows (§1).
+			// The sidecar writes to goose a few frames a turn: a write buffer
+			// is lent for each write rather than held by every session's
+			// connection.
+			WriteBufferPool: writeBuffers,
 		},
 		httpc:     cfg.HTTPClient,
 		log:       cfg.Logger,

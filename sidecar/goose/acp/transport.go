@@ -34,7 +34,23 @@ const (
 	gooseMaxInboundFrame = 16 << 20
 
 	methodCancelRequest = "$/cancel_request"
+
+	// maxPooledFrame is the largest frame buffer kept for reuse: deltas and
+	// most responses fit many times over, while a buffer grown by a rare
+	// large frame (a session's history, up to maxFrame) is let go rather
+	// than held by an idle pool.
+	maxPooledFrame = 64 << 10
 )
+
+// frameBuffers holds the buffers frames are read into, shared by every
+// connection: a reply's deltas are one frame each, and a fresh buffer per
+// frame was the largest allocation of the client (io.ReadAll grows from 512
+// bytes each time). A pool rather than a buffer per connection, because a
+// session's connection is idle most of its life.
+var frameBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// writeBuffers lends every connection's writes gorilla's write buffer.
+var writeBuffers = &sync.Pool{}
 
 // errConnClosed is what calls on a connection that ended get; mapErr turns it
 // into goose.ErrUnavailable with the reason.
@@ -174,22 +190,41 @@ func (w *wsConn) read() {
 		if typ != websocket.TextMessage {
 			continue
 		}
-		data, err := io.ReadAll(io.LimitReader(r, int64(w.maxFrame)+1))
-		if err != nil {
-			return
-		}
-		if len(data) > w.maxFrame {
-			w.fail(fmt.Errorf("%w: goose sent a frame over %d bytes", goose.ErrMessageTooLarge, w.maxFrame))
-			return
-		}
-		if err := w.dispatch(data); err != nil {
-			w.fail(err)
+		if !w.readFrame(r) {
 			return
 		}
 	}
 }
 
-// dispatch routes one frame; an error means the connection must end.
+// readFrame reads one text frame into a pooled buffer and dispatches it. It
+// returns false when the connection must end: the socket failed, or the
+// frame was at fault (recorded as the connection's fault).
+func (w *wsConn) readFrame(r io.Reader) bool {
+	buf := frameBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledFrame {
+			buf.Reset()
+			frameBuffers.Put(buf)
+		}
+	}()
+	if _, err := buf.ReadFrom(io.LimitReader(r, int64(w.maxFrame)+1)); err != nil {
+		return false
+	}
+	if buf.Len() > w.maxFrame {
+		w.fail(fmt.Errorf("%w: goose sent a frame over %d bytes", goose.ErrMessageTooLarge, w.maxFrame))
+		return false
+	}
+	if err := w.dispatch(buf.Bytes()); err != nil {
+		w.fail(err)
+		return false
+	}
+	return true
+}
+
+// dispatch routes one frame; an error means the connection must end. The
+// frame's buffer is reused once dispatch returns: nothing may keep data or
+// a slice of it (encoding/json copies into the RawMessages and strings that
+// outlive the call).
 func (w *wsConn) dispatch(data []byte) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil

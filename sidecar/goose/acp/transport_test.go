@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,6 +223,128 @@ func TestWSConnOffersFramesToTakeFirst(t *testing.T) {
 	if want := []string{"notify a", "take", "notify b"}; !slices.Equal(seen, want) {
 		t.Errorf("seen %q, want %q", seen, want)
 	}
+}
+
+// TestWSConnFramesOutliveTheirBuffer: frames are read into buffers that
+// the next frames reuse; what notify, goose's requests and our own call's
+// response were given stays as goose sent it after that.
+func TestWSConnFramesOutliveTheirBuffer(t *testing.T) {
+	ws, peers := rawPeer(t)
+	var (
+		mu   sync.Mutex
+		kept []json.RawMessage
+	)
+	keep := func(params json.RawMessage) {
+		mu.Lock()
+		defer mu.Unlock()
+		kept = append(kept, params)
+	}
+	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler),
+		func(_ string, params json.RawMessage) { keep(params) },
+		func(_ string, params json.RawMessage) func(context.Context) (any, *acpsdk.RequestError) {
+			keep(params)
+			return func(context.Context) (any, *acpsdk.RequestError) { return nil, nil }
+		})
+	w.start(nil)
+	peer := <-peers
+	t.Cleanup(func() { _ = peer.Close(); _ = w.Close() })
+
+	params := func(i int) string {
+		return fmt.Sprintf(`{"n":%d,"text":%q}`, i, strings.Repeat(string(rune('a'+i%26)), 1+i*37%900))
+	}
+	type answer struct {
+		result json.RawMessage
+		err    error
+	}
+	called := make(chan answer, 1)
+	go func() {
+		r, err := request[json.RawMessage](context.Background(), w, "call", nil)
+		called <- answer{r, err}
+	}()
+	if _, b, err := peer.ReadMessage(); err != nil || !strings.Contains(string(b), `"id":1`) {
+		t.Fatalf("our call: %s, %v", b, err)
+	}
+	var want []string
+	send := func(frame string) {
+		t.Helper()
+		if err := peer.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"result":` + params(0) + `}`)
+	got := <-called
+	for i := 1; i <= 200; i++ {
+		p := params(i)
+		want = append(want, p)
+		if i%3 == 0 {
+			send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"ask","params":%s}`, i, p))
+		} else {
+			send(`{"jsonrpc":"2.0","method":"note","params":` + p + `}`)
+		}
+	}
+	// goose's side reads our answers; the answer to a last request says
+	// every frame before it was read.
+	send(`{"jsonrpc":"2.0","id":"end","method":"end","params":{}}`)
+	for {
+		_, b, err := peer.ReadMessage()
+		if err != nil {
+			t.Fatalf("reading our answers: %v", err)
+		}
+		if strings.Contains(string(b), `"id":"end"`) {
+			break
+		}
+	}
+	want = append(want, `{}`)
+	if got.err != nil || string(got.result) != params(0) {
+		t.Errorf("our call's result %s, %v; want %s", got.result, got.err, params(0))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(kept) != len(want) {
+		t.Fatalf("%d frames reached notify and the request handler, want %d", len(kept), len(want))
+	}
+	for i, p := range kept {
+		if string(p) != want[i] {
+			t.Fatalf("frame %d now reads %.60s..., was sent as %.60s...", i+1, p, want[i])
+		}
+	}
+}
+
+// BenchmarkWSConnReadsDeltas: goose's text delta frames through one
+// connection's reader as the client takes them: the socket read, the
+// frame's buffer and the one-pass decode, per frame.
+func BenchmarkWSConnReadsDeltas(b *testing.B) {
+	ws, peers := rawPeer(b)
+	frame, err := websocket.NewPreparedMessage(websocket.TextMessage,
+		[]byte(frameOf(decodeSeeds[0].method, decodeSeeds[0].params)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var read atomic.Int64
+	all := make(chan struct{})
+	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler), func(string, json.RawMessage) {}, nil)
+	w.take = func(frame []byte) bool {
+		if _, ok := readTextChunkFrame(frame); !ok {
+			b.Errorf("frame not taken: %s", frame)
+		}
+		if read.Add(1) == int64(b.N) {
+			close(all)
+		}
+		return true
+	}
+	w.start(nil)
+	peer := <-peers
+	b.Cleanup(func() { _ = peer.Close(); _ = w.Close() })
+	b.ReportAllocs()
+	b.ResetTimer()
+	go func() {
+		for range b.N {
+			if err := peer.WritePreparedMessage(frame); err != nil {
+				return
+			}
+		}
+	}()
+	<-all
 }
 
 // FuzzWSConnDispatch feeds arbitrary frames to the frame router: it never
