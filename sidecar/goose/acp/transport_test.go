@@ -337,14 +337,20 @@ func BenchmarkWSConnReadsDeltas(b *testing.B) {
 	b.Cleanup(func() { _ = peer.Close(); _ = w.Close() })
 	b.ReportAllocs()
 	b.ResetTimer()
+	failed := make(chan error, 1)
 	go func() {
 		for range b.N {
 			if err := peer.WritePreparedMessage(frame); err != nil {
+				failed <- err
 				return
 			}
 		}
 	}()
-	<-all
+	select {
+	case <-all:
+	case err := <-failed:
+		b.Fatalf("goose's side: %v", err)
+	}
 }
 
 // FuzzWSConnDispatch feeds arbitrary frames to the frame router: it never
