@@ -402,7 +402,7 @@ func newBenchGoose(b *testing.B, flavor string, script goosetest.Script, conns i
 			url: fake.URL,
 			connect: func(b *testing.B, u string, _ bool) goose.Backend {
 				b.Helper()
-				c, err := acp.New(acp.Config{URL: u, SecretKey: fake.Secret})
+				c, err := acp.New(acp.Config{URL: u, SecretKey: fake.Secret, IdleTimeout: *benchGooseIdle})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -415,6 +415,10 @@ func newBenchGoose(b *testing.B, flavor string, script goosetest.Script, conns i
 	b.Fatalf("-stream-flavor %q: want goosed or serve", flavor)
 	return benchGoose{}
 }
+
+var benchGooseIdle = flag.Duration("stream-goose-idle-timeout", 0,
+	"BenchmarkStreamPaths, goose serve: close a session's goose connection after it ran no reply for this long (0: the client's default, 10 minutes). "+
+		"Every reply has its own session, so runs of more than about 1,500 replies need a short one or run out of file descriptors")
 
 var benchEarly = flag.Bool("stream-early-start", true, "BenchmarkStreamPaths: start goose sessions when ADK sessions are created (adk2goose's default)")
 
