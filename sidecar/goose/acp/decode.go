@@ -84,6 +84,10 @@ func decodeNotification(method string, params []byte) (decoded, error) {
 // goose writes exact names once; FuzzTextChunkFrameReadsAsDispatch checks
 // that both read the same from any frame without repeated or case-variant
 // names.
+//
+// Fields it never uses (Meta here, Result and Error in textChunkFrame) are
+// read with the SDK's and rpcMessage's types all the same, so that a frame
+// they refuse (an _meta that is not an object, say) is refused here too.
 type textChunk struct {
 	Meta      map[string]any   `json:"_meta,omitempty"`
 	SessionID acpsdk.SessionId `json:"sessionId"`

@@ -296,6 +296,7 @@ func TestGooseTextChunkFramesAreTakenWhole(t *testing.T) {
 		frameOf(methodGooseUpdate, `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`),
 		`{"jsonrpc":"2.0","id":3,"method":"session/update","params":` + decodeSeeds[0].params + `}`,
 		`{"jsonrpc":"2.0","method":"session/update","params":` + decodeSeeds[0].params + `,"error":{"code":"x"}}`,
+		frameOf(methodSessionUpdate, `{"_meta":5,"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`),
 		`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}`,
 	} {
 		if d, ok := readTextChunkFrame([]byte(frame)); ok {
