@@ -1094,11 +1094,10 @@ type replyStream struct {
 	msg       goose.UserMessage
 
 	r        *reply
-	items    []item // taken from r, valid until the next take
-	next     int    // items[next] is the next to hand out
-	waitHook func() // ctx's goose.WaitHook
-	pcancel  context.CancelFunc
-	prompted chan struct{} // closed when the prompt call has returned
+	items    []item       // taken from r, valid until the next take
+	next     int          // items[next] is the next to hand out
+	waitHook func()       // ctx's goose.WaitHook
+	prompt   *sentRequest // nil if it could not be sent
 	// finished: the prompt's result or error was handed out (or ctx ended
 	// the reply and session/cancel went out); nothing is left to cancel.
 	finished bool
@@ -1175,14 +1174,17 @@ func (s *replyStream) start() error {
 		return err
 	}
 	s.r, s.waitHook = r, goose.WaitHook(s.ctx)
-	// The prompt call must outlive ctx long enough for session/cancel to go
-	// out first; it is cancelled right after (Close).
-	pctx, pcancel := context.WithCancel(context.WithoutCancel(s.ctx))
-	s.pcancel, s.prompted = pcancel, make(chan struct{})
-	go func() {
-		defer close(s.prompted)
-		s.c.runPrompt(pctx, r, s.msg)
-	}()
+	// Sent from here and answered on the connection's reader, which queues
+	// the reply's ending after the updates before it: no goroutine per
+	// reply waits for the answer (one stack less for every open stream).
+	s.prompt, err = r.cn.rpc.send(methodSessionPrompt, acpsdk.PromptRequest{
+		SessionId: acpsdk.SessionId(r.sessionID),
+		Prompt:    []acpsdk.ContentBlock{acpsdk.TextBlock(s.msg.Text)},
+		Meta:      traceMeta(s.ctx),
+	}, func(m rpcMessage, err error) { s.c.promptAnswered(r, m, err) })
+	if err != nil {
+		s.c.promptAnswered(r, rpcMessage{}, err)
+	}
 	return nil
 }
 
@@ -1211,8 +1213,9 @@ func (s *replyStream) Close() {
 		s.c.abort(r)
 	}
 	r.end() // a reader waiting to deliver to us gives up
-	s.pcancel()
-	<-s.prompted
+	if s.prompt != nil {
+		s.prompt.cancel() // after session/cancel, as goose expects (abort)
+	}
 	s.c.endReply(r)
 }
 
@@ -1320,18 +1323,16 @@ func (c *Client) abort(r *reply) {
 	}
 }
 
-// runPrompt performs session/prompt and pushes the reply's ending.
-func (c *Client) runPrompt(ctx context.Context, r *reply, msg goose.UserMessage) {
+// promptAnswered queues the reply's ending: goose's answer to its
+// session/prompt, or err (the prompt could not be sent, or its connection
+// ended first). It runs on the connection's reader and does not block.
+func (c *Client) promptAnswered(r *reply, m rpcMessage, err error) {
 	cn := r.cn
-	resp, err := request[acpsdk.PromptResponse](ctx, cn.rpc, methodSessionPrompt, acpsdk.PromptRequest{
-		SessionId: acpsdk.SessionId(r.sessionID),
-		Prompt:    []acpsdk.ContentBlock{acpsdk.TextBlock(msg.Text)},
-		Meta:      traceMeta(ctx),
-	})
+	var resp acpsdk.PromptResponse
+	if err == nil {
+		resp, err = decodeResult[acpsdk.PromptResponse](methodSessionPrompt, m)
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return // the iterator has gone; nobody reads the queue
-		}
 		mapped := c.mapErr(cn, err)
 		if errors.Is(mapped, goose.ErrUnavailable) {
 			// What was read off the socket has been routed already.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"iter"
 	"regexp"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -557,5 +559,47 @@ func TestNewRejectsBadURL(t *testing.T) {
 	}
 	if c.wsURL != "ws://127.0.0.1:3284/acp" || c.httpURL != "http://127.0.0.1:3284" {
 		t.Errorf("urls %q %q", c.wsURL, c.httpURL)
+	}
+}
+
+// An open reply holds no goroutine of the client's waiting for goose's
+// answer to its prompt: the session's connection reader queues the ending
+// (goroutines are what an open stream's memory is mostly made of). With
+// replies open on several sessions, the client runs one goroutine per
+// session connection and nothing more.
+func TestOpenRepliesHoldOnlyTheirConnectionsReaders(t *testing.T) {
+	const open = 12
+	_, c := newPair(t, goosetest.WithServeScript(func(string, string) goosetest.Reply {
+		return goosetest.Reply{Steps: []goosetest.Step{{Text: "first"}, {Delay: time.Hour, Text: "never"}}}
+	}))
+	var streams []goose.ReplyStream
+	for range open {
+		s := c.OpenReply(context.Background(), startSession(t, c), goose.UserMessage{Text: "go"})
+		streams = append(streams, s)
+		ev, err, ok := s.Next()
+		if _, text := ev.(*goose.TextDelta); !ok || err != nil || !text {
+			t.Fatalf("first value %T, %v, %v: want the first delta", ev, err, ok)
+		}
+	}
+	defer func() {
+		for _, s := range streams {
+			s.Close()
+		}
+	}()
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var ours, readers int
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if !strings.Contains(g, "sidecar/goose/acp.") || strings.Contains(g, "testing.") { // the tests' own
+			continue
+		}
+		ours++
+		if strings.Contains(g, "acp.(*wsConn).read(") {
+			readers++
+		}
+	}
+	// The session connections' readers, and the control connection's.
+	if readers < open || ours != readers {
+		t.Errorf("%d of the client's goroutines with %d replies open, %d of them connection readers:\n%s", ours, open, readers, buf)
 	}
 }

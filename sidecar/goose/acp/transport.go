@@ -87,7 +87,7 @@ type wsConn struct {
 
 	nextID   atomic.Uint64
 	mu       sync.Mutex
-	pending  map[uint64]chan rpcMessage
+	pending  map[uint64]responder          // our requests not yet answered
 	inflight map[string]context.CancelFunc // goose's requests being handled, by raw id
 
 	// fault is why the connection was ended by this side's reader, if it was.
@@ -99,6 +99,11 @@ type wsConn struct {
 	cancel    context.CancelFunc
 	handlers  sync.WaitGroup
 }
+
+// responder takes the response to one of our requests, on the reader: the
+// response, or (err set) the end of the connection before it came. It
+// must not block the reader.
+type responder func(m rpcMessage, err error)
 
 // requestHandler accepts one request from goose on the reader goroutine, so
 // it sees the connection as of that frame (a session/load not yet answered,
@@ -136,7 +141,7 @@ func newWSConn(ws *websocket.Conn, maxFrame int, log *slog.Logger,
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &wsConn{
 		ws: ws, maxFrame: maxFrame, log: log, notify: notify, handle: handle,
-		pending: make(map[uint64]chan rpcMessage), inflight: make(map[string]context.CancelFunc),
+		pending: make(map[uint64]responder), inflight: make(map[string]context.CancelFunc),
 		done: make(chan struct{}), closing: make(chan struct{}), ctx: ctx, cancel: cancel,
 	}
 	return w
@@ -173,9 +178,13 @@ func (w *wsConn) read() {
 		_ = w.ws.Close()
 		w.cancel() // handlers of goose's requests stop
 		w.mu.Lock()
-		w.pending = nil // callers waiting see done
+		unanswered := w.pending
+		w.pending = nil
 		w.mu.Unlock()
 		close(w.done)
+		for _, respond := range unanswered {
+			respond(rpcMessage{}, errConnClosed)
+		}
 		if w.ended != nil {
 			w.ended()
 		}
@@ -256,7 +265,7 @@ func (w *wsConn) dispatch(data []byte) error {
 	return nil
 }
 
-// deliver hands a response to the call waiting for it.
+// deliver hands a response to the request it answers.
 func (w *wsConn) deliver(m rpcMessage) {
 	id, err := strconv.ParseUint(string(bytes.TrimSpace(m.ID)), 10, 64)
 	if err != nil {
@@ -264,11 +273,11 @@ func (w *wsConn) deliver(m rpcMessage) {
 		return
 	}
 	w.mu.Lock()
-	ch := w.pending[id]
+	respond := w.pending[id]
 	delete(w.pending, id)
 	w.mu.Unlock()
-	if ch != nil {
-		ch <- m // buffered: the caller may have gone
+	if respond != nil {
+		respond(m, nil)
 	}
 }
 
@@ -322,51 +331,95 @@ func (w *wsConn) cancelInbound(params json.RawMessage) {
 // goose $/cancel_request for it (goose supports it, §3).
 func request[T any](ctx context.Context, w *wsConn, method string, params any) (T, error) {
 	var zero T
-	id := w.nextID.Add(1)
-	ch := make(chan rpcMessage, 1)
-	w.mu.Lock()
-	if w.pending == nil {
-		w.mu.Unlock()
-		return zero, errConnClosed
-	}
-	w.pending[id] = ch
-	w.mu.Unlock()
-	forget := func() {
-		w.mu.Lock()
-		if w.pending != nil {
-			delete(w.pending, id)
+	answers := make(chan rpcMessage, 1) // the reader never waits on us
+	sent, err := w.send(method, params, func(m rpcMessage, err error) {
+		if err == nil {
+			answers <- m
 		}
-		w.mu.Unlock()
-	}
-	rawID := json.RawMessage(strconv.FormatUint(id, 10))
-	if err := w.write(outMessage{JSONRPC: "2.0", ID: rawID, Method: method, Params: params}); err != nil {
-		forget()
+	})
+	if err != nil {
 		return zero, err
 	}
 	select {
-	case m := <-ch:
-		if m.Error != nil {
-			return zero, m.Error
-		}
-		var res T
-		if len(m.Result) > 0 {
-			if err := json.Unmarshal(m.Result, &res); err != nil {
-				return zero, fmt.Errorf("failed to decode the %s result: %w", method, err)
-			}
-		}
-		return res, nil
+	case m := <-answers:
+		return decodeResult[T](method, m)
 	case <-ctx.Done():
-		forget()
-		select {
-		case <-w.done:
-		default:
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = w.sendNotification(cctx, methodCancelRequest, map[string]any{"requestId": rawID}) // best effort: goose also ends it with the connection
-			cancel()
-		}
+		sent.cancel()
 		return zero, ctx.Err()
 	case <-w.done:
 		return zero, errConnClosed
+	}
+}
+
+// decodeResult is a response's result, or its error.
+func decodeResult[T any](method string, m rpcMessage) (T, error) {
+	var res T
+	if m.Error != nil {
+		return res, m.Error
+	}
+	if len(m.Result) > 0 {
+		if err := json.Unmarshal(m.Result, &res); err != nil {
+			return res, fmt.Errorf("failed to decode the %s result: %w", method, err)
+		}
+	}
+	return res, nil
+}
+
+// sentRequest is one of our requests, sent.
+type sentRequest struct {
+	w  *wsConn
+	id uint64
+}
+
+// send sends one request, whose response (or the connection's end before
+// it) goes to respond on the reader: nothing has to wait for it.
+func (w *wsConn) send(method string, params any, respond responder) (*sentRequest, error) {
+	r := &sentRequest{w: w, id: w.nextID.Add(1)}
+	w.mu.Lock()
+	if w.pending == nil {
+		w.mu.Unlock()
+		return nil, errConnClosed
+	}
+	w.pending[r.id] = respond
+	w.mu.Unlock()
+	if err := w.write(outMessage{JSONRPC: "2.0", ID: r.rawID(), Method: method, Params: params}); err != nil {
+		if !r.forget() {
+			// The failed write closed the socket, and the reader has told
+			// respond already: once is enough.
+			return r, nil
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *sentRequest) rawID() json.RawMessage { return json.RawMessage(strconv.FormatUint(r.id, 10)) }
+
+// forget drops the request's responder, unless its response came (or the
+// connection ended) first; it reports whether it was still waiting.
+func (r *sentRequest) forget() bool {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	if _, waiting := r.w.pending[r.id]; !waiting {
+		return false
+	}
+	delete(r.w.pending, r.id)
+	return true
+}
+
+// cancel stops waiting for the response: if it had not come, goose is
+// sent $/cancel_request for it (best effort: goose also ends it with the
+// connection) and a late one is dropped.
+func (r *sentRequest) cancel() {
+	if !r.forget() {
+		return
+	}
+	select {
+	case <-r.w.done:
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = r.w.sendNotification(ctx, methodCancelRequest, map[string]any{"requestId": r.rawID()})
 	}
 }
 
