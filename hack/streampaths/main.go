@@ -1,11 +1,13 @@
 // Command streampaths compares, in one run, three ways of consuming the same
-// fake goosed reply stream, with every server in its own process as deployed
+// fake goose reply stream, with every server in its own process as deployed
 // (BenchmarkStreamPaths measures the same paths inside one process, where
 // the fake goose, the clients and the sidecar share one Go scheduler):
 //
-//	direct     this process reads goose's /reply SSE itself (the goose REST client)
+//	direct     this process reads goose itself, with the sidecar's goose client:
+//	           ACP over a WebSocket per session (-flavor serve, the default) or
+//	           goosed's /reply SSE (-flavor goosed)
 //	proxy      the same client through a plain reverse proxy process
-//	adk2goose  /run_sse of the real adk2goose binary (flavor goosed)
+//	adk2goose  /run_sse of the real adk2goose binary on the same goose
 //
 // It prints a table per run: time to first event p50/p99, per-event latency
 // inside a stream, time to a reply's last delta p50, events/s over all
@@ -18,7 +20,7 @@
 //	go run ./hack/streampaths -adk2goose bin/adk2goose     (or: make stream-paths)
 //
 // The fake goose and the proxy are this binary started again in another role
-// (streampaths fake-goosed | proxy); they exit when this process does.
+// (streampaths fake-goose | proxy); they exit when this process does.
 package main
 
 import (
@@ -44,6 +46,7 @@ import (
 	"github.com/adk2goose/goose-operator/internal/percentile"
 	"github.com/adk2goose/goose-operator/internal/relay"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
 )
@@ -58,6 +61,11 @@ type config struct {
 	paths       string
 	replyTime   time.Duration
 	arrivals    string
+	flavor      string
+	// idleTimeout, goose serve: how long a session's goose connection
+	// outlives its last reply, in the sidecar and the direct and proxy
+	// clients alike; 0 for the client's default.
+	idleTimeout time.Duration
 }
 
 func main() {
@@ -82,6 +90,9 @@ func main() {
 	flag.IntVar(&cfg.held, "held", 1000, "streams held open at once for the memory phase")
 	flag.IntVar(&cfg.runs, "runs", 1, "runs (a table each)")
 	flag.StringVar(&cfg.paths, "paths", "direct,proxy,adk2goose", "the paths to measure, comma-separated")
+	flag.StringVar(&cfg.flavor, "flavor", "serve", "the fake goose: serve (ACP over WebSocket, goose serve) or goosed (REST)")
+	flag.DurationVar(&cfg.idleTimeout, "goose-idle-timeout", 0, "goose serve: close a session's goose connection after it ran no reply for this long, on every path "+
+		"(0: the client's default, 10 minutes); every reply has a session of its own, so runs of thousands of replies need a few seconds here")
 	flag.Parse()
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "streampaths:", err)
@@ -92,8 +103,8 @@ func main() {
 // roles are the servers this binary runs when started as
 // `streampaths <role>`.
 var roles = map[string]func(args []string) error{
-	"fake-goosed": serveFake,
-	"proxy":       serveProxy,
+	"fake-goose": serveFake,
+	"proxy":      serveProxy,
 }
 
 // holdText asks the fake for a reply that sends one event and then waits
@@ -155,11 +166,13 @@ func (c *child) stop() {
 // untilStdinCloses blocks until the parent closes stdin or exits.
 func untilStdinCloses() { _, _ = io.Copy(io.Discard, os.Stdin) }
 
-// serveFake runs the fake goosed: replies of -deltas text events sent as
-// fast as possible, or held open after one event (holdText). Its control
-// address answers GET /starts with how many sessions were started.
+// serveFake runs the fake goose of -flavor: replies of -deltas text events
+// sent as fast as possible (or over -reply-time), or held open after one
+// event (holdText). Its control address answers GET /starts with how many
+// sessions were started.
 func serveFake(args []string) error {
-	fs := flag.NewFlagSet("fake-goosed", flag.ContinueOnError)
+	fs := flag.NewFlagSet("fake-goose", flag.ContinueOnError)
+	flavor := fs.String("flavor", "serve", "serve or goosed")
 	deltas := fs.Int("deltas", 100, "text events per reply")
 	replyTime := fs.Duration("reply-time", 0, "how long one reply takes, its events evenly spread")
 	if err := fs.Parse(args); err != nil {
@@ -171,24 +184,41 @@ func serveFake(args []string) error {
 		}
 		return goosetest.PacedDeltas(*deltas, *replyTime)
 	}
-	fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script, PingInterval: time.Minute})
-	defer fake.Close()
-	starts := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		n := 0
-		for _, r := range fake.Requests() {
-			if r.Path == "/agent/resume" { // every session start ends with it
-				n++
+	var (
+		url, secret string
+		starts      func() int
+	)
+	switch *flavor {
+	case "serve":
+		fake := goosetest.NewServe(nil, goosetest.WithServeScript(script))
+		defer fake.Close()
+		url, secret = fake.URL, fake.Secret
+		starts = func() int { return fake.Calls("session/new") }
+	case "goosed":
+		fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: script, PingInterval: time.Minute})
+		defer fake.Close()
+		url, secret = fake.URL, fake.SecretKey
+		starts = func() int {
+			n := 0
+			for _, r := range fake.Requests() {
+				if r.Path == "/agent/resume" { // every session start ends with it
+					n++
+				}
 			}
+			return n
 		}
-		_, _ = fmt.Fprint(w, n)
-	})
-	return serveRole(starts, func(control string) childInfo {
-		return childInfo{URL: fake.URL, Secret: fake.SecretKey, Control: control}
+	default:
+		return fmt.Errorf("-flavor %q: want serve or goosed", *flavor)
+	}
+	control := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprint(w, starts()) })
+	return serveRole(control, func(control string) childInfo {
+		return childInfo{URL: url, Secret: secret, Control: control}
 	})
 }
 
 // serveProxy runs a plain reverse proxy to -target that flushes every
-// write, as an SSE proxy must.
+// write, as an SSE proxy must; it passes WebSocket upgrades through
+// (net/http's ReverseProxy copies both ways once goose switched protocols).
 func serveProxy(args []string) error {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 	target := fs.String("target", "", "the URL to proxy to")
@@ -263,8 +293,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-arrivals: %w", err)
 	}
-	fmt.Fprintf(out, "%d replies x %d text events (%s), %s; memory with %d streams open; each server in its own process, started anew for each run\n",
-		cfg.replies, cfg.deltas, pace, arrivals, cfg.held)
+	if cfg.flavor != "serve" && cfg.flavor != "goosed" {
+		return fmt.Errorf("-flavor %q: want serve or goosed", cfg.flavor)
+	}
+	fmt.Fprintf(out, "fake goose %s; %d replies x %d text events (%s), %s; memory with %d streams open; each server in its own process, started anew for each run\n",
+		cfg.flavor, cfg.replies, cfg.deltas, pace, arrivals, cfg.held)
 	fmt.Fprintf(out, "CPU per reply is every process's (this client, the fake goose, the proxy, adk2goose); memory is the RSS growth of the process in the middle\n")
 	for r := 1; r <= cfg.runs; r++ {
 		if err := oneRun(ctx, cfg, arrivals, r, out); err != nil {
@@ -275,7 +308,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 }
 
 func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo int, out io.Writer) error {
-	fake, err := startChild(ctx, "fake-goosed", "-deltas", strconv.Itoa(cfg.deltas), "-reply-time", cfg.replyTime.String())
+	fake, err := startChild(ctx, "fake-goose", "-flavor", cfg.flavor, "-deltas", strconv.Itoa(cfg.deltas), "-reply-time", cfg.replyTime.String())
 	if err != nil {
 		return err
 	}
@@ -285,7 +318,11 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 		return err
 	}
 	defer proxy.stop()
-	sc, err := sidecarproc.Start(ctx, sidecarproc.Options{Binary: cfg.binary, Flavor: "goosed", GooseURL: fake.info.URL, GooseSecret: fake.info.Secret})
+	var extra []string
+	if cfg.idleTimeout > 0 && cfg.flavor == "serve" {
+		extra = append(extra, "-goose-idle-timeout", cfg.idleTimeout.String())
+	}
+	sc, err := sidecarproc.Start(ctx, sidecarproc.Options{Binary: cfg.binary, Flavor: cfg.flavor, GooseURL: fake.info.URL, GooseSecret: fake.info.Secret, Args: extra})
 	if err != nil {
 		return err
 	}
@@ -297,10 +334,37 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout = 0, 1<<16, 10*time.Second
 	defer tr.CloseIdleConnections()
 	clients := map[bool]*http.Client{false: {Transport: tr}, true: {Transport: &http.Transport{DisableKeepAlives: true}}}
+	// gooseClient is the sidecar's own goose client of cfg.flavor, at u.
+	// A goose serve session has a WebSocket of its own whatever hc is.
+	var opened []interface{ Close() error }
+	defer func() {
+		for _, c := range opened {
+			_ = c.Close()
+		}
+	}()
+	gooseClient := func(u string, hc *http.Client) (goose.Backend, error) {
+		var (
+			c interface {
+				goose.Backend
+				Close() error
+			}
+			err error
+		)
+		if cfg.flavor == "serve" {
+			c, err = acp.New(acp.Config{URL: u, SecretKey: fake.info.Secret, IdleTimeout: cfg.idleTimeout})
+		} else {
+			c, err = rest.New(rest.Config{URL: u, SecretKey: fake.info.Secret, HTTPClient: hc})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("failed to make a goose client: %w", err)
+		}
+		opened = append(opened, c)
+		return c, nil
+	}
 	viaGoose := func(u string, streams *http.Client) (func(context.Context, int, bool) (streamFunc, error), error) {
-		var rc [2]*rest.Client
+		var rc [2]goose.Backend
 		for i, hc := range []*http.Client{streams, clients[true]} {
-			c, err := rest.New(rest.Config{URL: u, SecretKey: fake.info.Secret, HTTPClient: hc})
+			c, err := gooseClient(u, hc)
 			if err != nil {
 				return nil, err
 			}
@@ -489,13 +553,15 @@ func (m *measurer) measure(ctx context.Context, p path) (*result, error) {
 }
 
 // memory holds cfg.held streams open after their first event and returns
-// the middle process's RSS growth per stream.
+// the middle process's RSS growth per stream, from before their sessions
+// were set up: a goose serve session's WebSocket, which the proxy relays
+// and the sidecar holds, opens with the session, not with its first reply.
 func (m *measurer) memory(ctx context.Context, p path) (float64, error) {
-	holds, err := m.prepare(ctx, p, m.cfg.held, true)
+	before, err := sidecarproc.ReadProc(p.pid)
 	if err != nil {
 		return 0, err
 	}
-	before, err := sidecarproc.ReadProc(p.pid)
+	holds, err := m.prepare(ctx, p, m.cfg.held, true)
 	if err != nil {
 		return 0, err
 	}

@@ -25,8 +25,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// A small run through every path with the real adk2goose binary: every
-// stream completes and the table has each path and the ratios.
+// A small run through every path with the real adk2goose binary, on each
+// fake goose: every stream completes and the table has each path and the
+// ratios.
 func TestRunMeasuresEveryPath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds adk2goose and starts processes")
@@ -37,14 +38,24 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 	}
 	var out strings.Builder
 	cfg := config{binary: bin, replies: 6, deltas: 5, concurrency: 3, held: 4, runs: 1, paths: "direct,proxy,adk2goose", arrivals: "together"}
-	if err := run(t.Context(), cfg, &out); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	for _, want := range []string{"closed loop at concurrency 3", "\ndirect ", "\nproxy ", "\nadk2goose ", "last p50", "adk2goose: TTFE p50 +", "proxy:     TTFE p50 +"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+	for _, flavor := range []string{"serve", "goosed"} {
+		out.Reset()
+		cfg.flavor = flavor
+		if err := run(t.Context(), cfg, &out); err != nil {
+			t.Fatalf("%s: %v\n%s", flavor, err, out.String())
+		}
+		for _, want := range []string{"fake goose " + flavor + ";", "closed loop at concurrency 3", "\ndirect ", "\nproxy ", "\nadk2goose ", "last p50",
+			"adk2goose: TTFE p50 +", "proxy:     TTFE p50 +"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s: output lacks %q:\n%s", flavor, want, out.String())
+			}
 		}
 	}
+	cfg.flavor = "bogus"
+	if err := run(t.Context(), cfg, &out); err == nil || !strings.Contains(err.Error(), "want serve or goosed") {
+		t.Errorf("an unknown flavor: %v", err)
+	}
+	cfg.flavor = "serve"
 
 	// Random arrivals need paced replies, and report what was in flight.
 	cfg.arrivals = "poisson"
