@@ -389,3 +389,102 @@ func FuzzWSConnDispatch(f *testing.F) {
 		}
 	})
 }
+
+// A request sent with a responder is answered on the reader, in wire order
+// after the notifications before its response, exactly once: by its
+// response, by nothing once cancelled (goose gets $/cancel_request and the
+// late response is dropped), or by the connection's end.
+func TestSentRequestsAreAnsweredOnTheReader(t *testing.T) {
+	ws, peers := rawPeer(t)
+	var (
+		mu  sync.Mutex
+		log []string
+	)
+	record := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		log = append(log, s)
+	}
+	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler),
+		func(method string, _ json.RawMessage) { record("notify " + method) }, nil)
+	w.start(nil)
+	t.Cleanup(func() { _ = w.Close() })
+	peer := <-peers
+	t.Cleanup(func() { _ = peer.Close() })
+	readPeer := func() map[string]any {
+		t.Helper()
+		_, b, err := peer.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		return m
+	}
+	send := func(s string) {
+		t.Helper()
+		if err := peer.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	respond := func(name string) responder {
+		return func(m rpcMessage, err error) {
+			switch {
+			case err != nil:
+				record(name + " error " + err.Error())
+			case m.Error != nil:
+				record(name + " rpc error " + m.Error.Message)
+			default:
+				record(name + " result " + string(m.Result))
+			}
+		}
+	}
+	id := func(m map[string]any) string { b, _ := json.Marshal(m["id"]); return string(b) }
+
+	if _, err := w.send("answered", nil, respond("answered")); err != nil {
+		t.Fatal(err)
+	}
+	answered := readPeer()
+	cancelled, err := w.send("cancelled", nil, respond("cancelled"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := readPeer()
+	cancelled.cancel()
+	if c := readPeer(); c["method"] != methodCancelRequest || c["params"].(map[string]any)["requestId"] != cm["id"] {
+		t.Errorf("after cancel: %v, want $/cancel_request for %v", c, cm["id"])
+	}
+	cancelled.cancel() // twice: nothing more is sent (the next frame read is the next request)
+	if _, err := w.send("orphaned", nil, respond("orphaned")); err != nil {
+		t.Fatal(err)
+	}
+	if m := readPeer(); m["method"] != "orphaned" {
+		t.Fatalf("after a second cancel: %v, want the next request", m)
+	}
+
+	send(`{"jsonrpc":"2.0","method":"session/update","params":{}}`)
+	send(`{"jsonrpc":"2.0","id":` + id(cm) + `,"result":{"late":true}}`)
+	send(`{"jsonrpc":"2.0","id":` + id(answered) + `,"result":{"n":1}}`)
+	send(`{"jsonrpc":"2.0","id":` + id(answered) + `,"result":{"again":true}}`) // a second response: no request waits
+	_ = peer.Close()
+	select {
+	case <-w.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("connection still open after goose's side closed")
+	}
+	want := []string{
+		"notify session/update",
+		`answered result {"n":1}`,
+		"orphaned error " + errConnClosed.Error(),
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(log, want) {
+		t.Errorf("answers\n got %q\nwant %q", log, want)
+	}
+	if _, err := w.send("after", nil, respond("after")); !errors.Is(err, errConnClosed) {
+		t.Errorf("send on a closed connection: %v", err)
+	}
+}
