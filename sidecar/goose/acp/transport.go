@@ -411,15 +411,10 @@ func (r *sentRequest) forget() bool {
 // sent $/cancel_request for it (best effort: goose also ends it with the
 // connection) and a late one is dropped.
 func (r *sentRequest) cancel() {
-	if !r.forget() {
-		return
-	}
-	select {
-	case <-r.w.done:
-	default:
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = r.w.sendNotification(ctx, methodCancelRequest, map[string]any{"requestId": r.rawID()})
+	if r.forget() {
+		// write bounds itself (writeTimeout) and sends nothing on a
+		// connection that has ended.
+		_ = r.w.sendNotification(context.Background(), methodCancelRequest, map[string]any{"requestId": r.rawID()})
 	}
 }
 

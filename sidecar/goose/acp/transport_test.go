@@ -42,6 +42,31 @@ func rawPeer(t testing.TB) (*websocket.Conn, <-chan *websocket.Conn) {
 	return ws, peers
 }
 
+// playPeer returns how the test plays goose's side of peer: send writes a
+// text frame, read reads the next frame as a JSON object.
+func playPeer(t *testing.T, peer *websocket.Conn) (send func(frame string), read func() map[string]any) {
+	t.Helper()
+	send = func(frame string) {
+		t.Helper()
+		if err := peer.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read = func() map[string]any {
+		t.Helper()
+		_, b, err := peer.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		return m
+	}
+	return send, read
+}
+
 func TestWSConnFrames(t *testing.T) {
 	ws, peers := rawPeer(t)
 	notes := make(chan string, 10)
@@ -62,24 +87,7 @@ func TestWSConnFrames(t *testing.T) {
 	t.Cleanup(func() { _ = w.Close() })
 	peer := <-peers
 	t.Cleanup(func() { _ = peer.Close() })
-	send := func(s string) {
-		t.Helper()
-		if err := peer.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	readPeer := func() map[string]any {
-		t.Helper()
-		_, b, err := peer.ReadMessage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatalf("%s: %v", b, err)
-		}
-		return m
-	}
+	send, readPeer := playPeer(t, peer)
 
 	// Binary, blank, id-less and unknown-id frames are skipped; a
 	// pretty-printed notification is one message.
@@ -265,12 +273,7 @@ func TestWSConnFramesOutliveTheirBuffer(t *testing.T) {
 		t.Fatalf("our call: %s, %v", b, err)
 	}
 	var want []string
-	send := func(frame string) {
-		t.Helper()
-		if err := peer.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send, _ := playPeer(t, peer)
 	send(`{"jsonrpc":"2.0","id":1,"result":` + params(0) + `}`)
 	got := <-called
 	for i := 1; i <= 200; i++ {
@@ -411,24 +414,7 @@ func TestSentRequestsAreAnsweredOnTheReader(t *testing.T) {
 	t.Cleanup(func() { _ = w.Close() })
 	peer := <-peers
 	t.Cleanup(func() { _ = peer.Close() })
-	readPeer := func() map[string]any {
-		t.Helper()
-		_, b, err := peer.ReadMessage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatalf("%s: %v", b, err)
-		}
-		return m
-	}
-	send := func(s string) {
-		t.Helper()
-		if err := peer.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send, readPeer := playPeer(t, peer)
 	respond := func(name string) responder {
 		return func(m rpcMessage, err error) {
 			switch {
