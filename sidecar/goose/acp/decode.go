@@ -74,9 +74,10 @@ func decodeNotification(method string, params []byte) (decoded, error) {
 // rpcMessage and then the SDK's union types, which go through a map at each
 // of two levels and then again into the variant, a delta costs 83
 // allocations and about 12 µs, the largest cost of the sidecar's goose
-// reader. readTextChunkFrame reads the whole frame once, into the SDK's own
-// field types, so a value the SDK rejects is rejected here too: 19
-// allocations and about 3 µs (BenchmarkDecodeTextChunk).
+// reader. unmarshalTextChunkFrame reads the whole frame once, into the SDK's
+// own field types, so a value the SDK rejects is rejected here too: 19
+// allocations and about 3 µs (BenchmarkDecodeTextChunk). scanTextChunkFrame,
+// tried first, reads goose's own frames without encoding/json.
 //
 // Names match as encoding/json matches struct fields. The SDK reads its two
 // discriminators (sessionUpdate, type) case-sensitively and may keep an
@@ -120,6 +121,15 @@ type textChunkFrame struct {
 // of a text chunk in one pass; ok is false for any other frame, which the
 // transport and decodeNotification then read.
 func readTextChunkFrame(frame []byte) (_ decoded, ok bool) {
+	if d, ok := scanTextChunkFrame(frame); ok {
+		return d, true
+	}
+	return unmarshalTextChunkFrame(frame)
+}
+
+// unmarshalTextChunkFrame is readTextChunkFrame through encoding/json, for
+// the frames scanTextChunkFrame leaves.
+func unmarshalTextChunkFrame(frame []byte) (_ decoded, ok bool) {
 	var f textChunkFrame
 	if json.Unmarshal(frame, &f) != nil || f.ID != nil || f.Method != methodSessionUpdate {
 		return decoded{}, false

@@ -184,22 +184,27 @@ func plainNames(params []byte) bool {
 	}
 }
 
-// BenchmarkDecodeTextChunk: one of goose's text delta frames, read whole
-// in one pass (readTextChunkFrame, what the client does) and through the
-// transport's rpcMessage and the SDK's types; side by side.
+// BenchmarkDecodeTextChunk: one of goose's text delta frames, scanned
+// (scanTextChunkFrame, what the client does first), read whole through
+// encoding/json (unmarshalTextChunkFrame, for frames the scan leaves) and
+// through the transport's rpcMessage and the SDK's types; side by side.
 func BenchmarkDecodeTextChunk(b *testing.B) {
 	frame := []byte(frameOf(decodeSeeds[0].method, decodeSeeds[0].params))
-	for _, c := range []struct {
-		name   string
-		decode func([]byte) (decoded, error)
-	}{
-		{"whole", func(frame []byte) (decoded, error) {
-			d, ok := readTextChunkFrame(frame)
+	taken := func(read func([]byte) (decoded, bool)) func([]byte) (decoded, error) {
+		return func(frame []byte) (decoded, error) {
+			d, ok := read(frame)
 			if !ok {
 				return d, errors.New("not taken")
 			}
 			return d, nil
-		}},
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		decode func([]byte) (decoded, error)
+	}{
+		{"scan", taken(scanTextChunkFrame)},
+		{"whole", taken(unmarshalTextChunkFrame)},
 		{"rpc+sdk", readThroughDispatch},
 	} {
 		b.Run(c.name, func(b *testing.B) {
