@@ -124,7 +124,19 @@ func readTextChunkFrame(frame []byte) (_ decoded, ok bool) {
 	if d, ok := scanTextChunkFrame(frame); ok {
 		return d, true
 	}
+	if !mayBeTextChunk(frame) {
+		return decoded{}, false
+	}
 	return unmarshalTextChunkFrame(frame)
+}
+
+// mayBeTextChunk is false for a frame that cannot name either chunk kind: a
+// sessionUpdate of agent_message_chunk or agent_thought_chunk is written
+// with "_chunk" in it, unless a \u escape spells some of it (no shorter
+// escape stands for any of those letters). goose's other updates (usage,
+// tool calls, session info) then skip encoding/json's try.
+func mayBeTextChunk(frame []byte) bool {
+	return bytes.Contains(frame, []byte("_chunk")) || bytes.Contains(frame, []byte(`\u`))
 }
 
 // unmarshalTextChunkFrame is readTextChunkFrame through encoding/json, for

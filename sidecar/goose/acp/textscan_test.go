@@ -108,7 +108,8 @@ func TestScanLeavesWhatItCannotReadExactly(t *testing.T) {
 }
 
 // FuzzScannedTextChunksReadAsUnmarshalled: whatever frame the scan takes,
-// encoding/json reads the same from it.
+// encoding/json reads the same from it; and from none that mayBeTextChunk
+// rules out does it read a text chunk.
 func FuzzScannedTextChunksReadAsUnmarshalled(f *testing.F) {
 	for _, c := range scannedChunks {
 		f.Add([]byte(c.frame))
@@ -117,7 +118,13 @@ func FuzzScannedTextChunksReadAsUnmarshalled(f *testing.F) {
 		f.Add([]byte(frameOf(s.method, s.params)))
 	}
 	f.Add([]byte(frameOf(methodSessionUpdate, chunkParams(`"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\ud83d\ude00\u0041"},"_meta":{"Goose":{"messageId":"m"},"goose":{"messageId":"\u00e9"}}`))))
+	f.Add([]byte(frameOf(methodSessionUpdate, chunkParams(`"sessionUpdate":"agent_message\u005fchunk","content":{"type":"text","text":"x"}`))))
 	f.Fuzz(func(t *testing.T, frame []byte) {
+		if !mayBeTextChunk(frame) {
+			if d, ok := unmarshalTextChunkFrame(frame); ok {
+				t.Fatalf("encoding/json reads a text chunk %+v (%#v) from a frame mayBeTextChunk rules out", d, d.Event)
+			}
+		}
 		scanned, ok := scanTextChunkFrame(frame)
 		if !ok {
 			return
