@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -93,7 +94,7 @@ func FuzzParseLimits(f *testing.F) {
 	})
 }
 
-func openLedger(t *testing.T, path, self string) *Ledger {
+func openLedger(t testing.TB, path, self string) *Ledger {
 	t.Helper()
 	l, err := OpenLedger(t.Context(), path, self)
 	if err != nil {
@@ -261,5 +262,35 @@ func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLedgerAddWithEndedContext: a turn whose context ended records
+// nothing, in the file or in memory.
+func TestLedgerAddWithEndedContext(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	l := openLedger(t, filepath.Join(t.TempDir(), LedgerFile), "goose-0")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := l.Add(ctx, now, Tokens{Input: 5, Output: 5, Total: 10}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Add with an ended context: %v", err)
+	}
+	if got := l.Sum(now.Add(-time.Hour), now.Add(time.Hour)); got != (Tokens{}) {
+		t.Fatalf("recorded %+v", got)
+	}
+}
+
+// BenchmarkLedgerAdd is a turn's write to the ledger, with a context that
+// has a deadline, as a turn's has.
+func BenchmarkLedgerAdd(b *testing.B) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	l := openLedger(b, filepath.Join(b.TempDir(), LedgerFile), "goose-0")
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
+		if err := l.Add(ctx, now, Tokens{Input: 5, Output: 5, Total: 10}); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
 	}
 }
