@@ -280,7 +280,8 @@ type result struct {
 	last           []time.Duration // to a reply's last delta
 	events         int
 	wall, cpu      time.Duration
-	mibPerStream   float64 // of the middle process; -1 without one
+	middleCPU      time.Duration // of the process in the middle alone; 0 without one
+	mibPerStream   float64       // of the middle process; -1 without one
 	inFlight       goosetest.InFlight
 }
 
@@ -298,7 +299,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "fake goose %s; %d replies x %d text events (%s), %s; memory with %d streams open; each server in its own process, started anew for each run\n",
 		cfg.flavor, cfg.replies, cfg.deltas, pace, arrivals, cfg.held)
-	fmt.Fprintf(out, "CPU per reply is every process's (this client, the fake goose, the proxy, adk2goose); memory is the RSS growth of the process in the middle\n")
+	fmt.Fprintf(out, "CPU per reply is every process's (this client, the fake goose, the proxy, adk2goose), middle the proxy's or adk2goose's alone; memory is the RSS growth of the process in the middle\n")
 	for r := 1; r <= cfg.runs; r++ {
 		if err := oneRun(ctx, cfg, arrivals, r, out); err != nil {
 			return fmt.Errorf("run %d: %w", r, err)
@@ -482,17 +483,20 @@ func (m *measurer) prepare(ctx context.Context, p path, n int, hold bool) ([]str
 	}
 }
 
-// cpu is the CPU time all processes have used so far.
-func (m *measurer) cpu() (time.Duration, error) {
-	var total time.Duration
+// cpu is the CPU time all processes have used so far, and of them the
+// process middle (0: none).
+func (m *measurer) cpu(middle int) (total, ofMiddle time.Duration, err error) {
 	for _, pid := range m.pids {
 		s, err := sidecarproc.ReadProc(pid)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		total += s.CPU
+		if pid == middle {
+			ofMiddle = s.CPU
+		}
 	}
-	return total, nil
+	return total, ofMiddle, nil
 }
 
 // measure measures p's memory on the fresh process first (Go keeps the
@@ -513,7 +517,7 @@ func (m *measurer) measure(ctx context.Context, p path) (*result, error) {
 		mu    sync.Mutex
 		first error
 	)
-	cpu0, err := m.cpu()
+	cpu0, middle0, err := m.cpu(p.pid)
 	if err != nil {
 		return nil, err
 	}
@@ -541,11 +545,11 @@ func (m *measurer) measure(ctx context.Context, p path) (*result, error) {
 		res.events += tm.Events
 	})
 	res.wall = time.Since(start)
-	cpu1, err := m.cpu()
+	cpu1, middle1, err := m.cpu(p.pid)
 	if err != nil {
 		return nil, err
 	}
-	res.cpu = cpu1 - cpu0
+	res.cpu, res.middleCPU = cpu1-cpu0, middle1-middle0
 	if first != nil {
 		return nil, fmt.Errorf("a stream failed: %w", first)
 	}
@@ -594,18 +598,24 @@ func (m *measurer) memory(ctx context.Context, p path) (float64, error) {
 }
 
 func printTable(out io.Writer, runNo int, arrivals goosetest.Arrivals, paths []path, results map[string]*result) {
-	fmt.Fprintf(out, "\nrun %d\n%-10s %10s %10s %14s %10s %10s %16s %13s\n", runNo, "path", "TTFE p50", "TTFE p99", "per-event p50", "last p50", "events/s", "KiB/open stream", "CPU ms/reply")
+	fmt.Fprintf(out, "\nrun %d\n%-10s %10s %10s %14s %10s %10s %16s %13s %16s\n", runNo, "path", "TTFE p50", "TTFE p99", "per-event p50", "last p50", "events/s", "KiB/open stream", "CPU ms/reply", "middle ms/reply")
 	rate := func(r *result) float64 { return float64(r.events) / r.wall.Seconds() }
-	cpu := func(r *result) float64 { return float64(r.cpu) / float64(time.Millisecond) / float64(len(r.ttfe)) }
+	perReply := func(r *result, d time.Duration) float64 {
+		return float64(d) / float64(time.Millisecond) / float64(len(r.ttfe))
+	}
+	cpu := func(r *result) float64 { return perReply(r, r.cpu) }
 	for _, p := range paths {
 		r := results[p.name]
-		mem := "-"
+		mem, middle := "-", "-"
 		if r.mibPerStream >= 0 {
 			mem = fmt.Sprintf("%.1f", r.mibPerStream*1024)
 		}
-		fmt.Fprintf(out, "%-10s %10s %10s %14s %10s %10.0f %16s %13.2f\n", p.name,
+		if p.pid != 0 {
+			middle = fmt.Sprintf("%.2f", perReply(r, r.middleCPU))
+		}
+		fmt.Fprintf(out, "%-10s %10s %10s %14s %10s %10.0f %16s %13.2f %16s\n", p.name,
 			percentile.Of(r.ttfe, 50).Round(10*time.Microsecond), percentile.Of(r.ttfe, 99).Round(10*time.Microsecond),
-			percentile.Of(r.perEvent, 50).Round(time.Microsecond), percentile.Of(r.last, 50).Round(10*time.Microsecond), rate(r), mem, cpu(r))
+			percentile.Of(r.perEvent, 50).Round(time.Microsecond), percentile.Of(r.last, 50).Round(10*time.Microsecond), rate(r), mem, cpu(r), middle)
 	}
 	if arrivals.Rate > 0 { // an open loop: a path that serves slower has more in flight
 		fmt.Fprint(out, "in flight as each reply started (mean, max):")
@@ -619,9 +629,9 @@ func printTable(out io.Writer, runNo int, arrivals goosetest.Arrivals, paths []p
 		return
 	}
 	ms := func(x time.Duration) float64 { return float64(x) / float64(time.Millisecond) }
-	fmt.Fprintf(out, "adk2goose: TTFE p50 +%.2f ms over direct, p99 x%.1f direct's; events/s x%.2f the proxy's; memory/stream x%.1f the proxy's; CPU/reply x%.2f direct's\n",
+	fmt.Fprintf(out, "adk2goose: TTFE p50 +%.2f ms over direct, p99 x%.1f direct's; events/s x%.2f the proxy's; memory/stream x%.1f the proxy's; CPU/reply x%.2f direct's; its own CPU/reply x%.1f the proxy's\n",
 		ms(percentile.Of(a.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(a.ttfe, 99), percentile.Of(d.ttfe, 99)),
-		rate(a)/rate(px), a.mibPerStream/px.mibPerStream, cpu(a)/cpu(d))
+		rate(a)/rate(px), a.mibPerStream/px.mibPerStream, cpu(a)/cpu(d), perReply(a, a.middleCPU)/perReply(px, px.middleCPU))
 	fmt.Fprintf(out, "proxy:     TTFE p50 +%.2f ms over direct, p99 x%.1f direct's; events/s x%.2f direct's; CPU/reply x%.2f direct's\n",
 		ms(percentile.Of(px.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(px.ttfe, 99), percentile.Of(d.ttfe, 99)),
 		rate(px)/rate(d), cpu(px)/cpu(d))

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,9 +46,30 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", flavor, err, out.String())
 		}
 		for _, want := range []string{"fake goose " + flavor + ";", "closed loop at concurrency 3", "\ndirect ", "\nproxy ", "\nadk2goose ", "last p50",
-			"adk2goose: TTFE p50 +", "proxy:     TTFE p50 +"} {
+			"adk2goose: TTFE p50 +", "proxy:     TTFE p50 +", "its own CPU/reply x"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s: output lacks %q:\n%s", flavor, want, out.String())
+			}
+		}
+		// The last column is the process in the middle's own CPU per reply,
+		// part of every process's before it (/proc counts in 10 ms ticks:
+		// this short a run can show none).
+		for line := range strings.SplitSeq(out.String(), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			switch middle := f[len(f)-1]; f[0] {
+			case "direct":
+				if middle != "-" {
+					t.Errorf("%s: direct has a process in the middle: %q", flavor, line)
+				}
+			case "proxy", "adk2goose":
+				own, err1 := strconv.ParseFloat(middle, 64)
+				all, err2 := strconv.ParseFloat(f[len(f)-2], 64)
+				if err1 != nil || err2 != nil || own < 0 || own > all {
+					t.Errorf("%s: the process in the middle's CPU per reply is not part of every process's: %q", flavor, line)
+				}
 			}
 		}
 	}
@@ -73,3 +95,41 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 		}
 	}
 }
+
+// The CPU of the process in the middle is its own: a process that sleeps
+// beside one that computes has used next to none.
+func TestCPUSeparatesTheProcessInTheMiddle(t *testing.T) {
+	sleeper := exec.CommandContext(t.Context(), "sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+	m := &measurer{pids: []int{os.Getpid(), sleeper.Process.Pid}}
+	total0, _, err := m.cpu(sleeper.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compute until this process has used 50 ms more, as /proc counts it.
+	for {
+		total, _, err := m.cpu(sleeper.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total-total0 >= 50*time.Millisecond {
+			break
+		}
+		for i := range 1_000_000 {
+			computed ^= i
+		}
+	}
+	total, middle, err := m.cpu(sleeper.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if middle >= 20*time.Millisecond || total < 50*time.Millisecond {
+		t.Fatalf("every process %s, the sleeper %s", total, middle)
+	}
+}
+
+// computed keeps the loop above from being optimised away.
+var computed int
