@@ -41,6 +41,9 @@ var scannedChunks = []struct {
 		&goose.TextDelta{Text: "x"}},
 	{`{"jsonrpc":"2.0","method":"session/update","params":{"_meta":{"k":{}},"sessionId":"s","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text"},"_meta":null}}}`,
 		&goose.ThinkingDelta{}},
+	// The largest integers a float64 holds, written out.
+	{`{"jsonrpc":"2.0","method":"session/update","params":{"_meta":{"k":-1` + strings.Repeat("0", 307) + `},"sessionId":"s","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text"}}}}`,
+		&goose.ThinkingDelta{}},
 }
 
 // TestScanReadsGooseTextChunks: goose's text chunk frames, and the forms
@@ -91,8 +94,9 @@ func TestScanLeavesWhatItCannotReadExactly(t *testing.T) {
 		// Strings encoding/json would mend.
 		chunk(`"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\ud83d\ude00"}`),
 		chunk("\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"\xff\"}"),
-		// A number the SDK's map[string]any cannot hold; annotations.
+		// Numbers the SDK's map[string]any cannot hold; annotations.
 		frameOf(methodSessionUpdate, `{"_meta":{"n":1e400},"sessionId":"s","update":{`+text+`}}`),
+		frameOf(methodSessionUpdate, `{"_meta":{"n":-1`+strings.Repeat("0", 309)+`},"sessionId":"s","update":{`+text+`}}`),
 		chunk(`"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x","annotations":{"priority":1}}`),
 		// Not JSON.
 		chunk(text) + "x",
