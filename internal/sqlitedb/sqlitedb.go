@@ -105,3 +105,13 @@ func open(source, path string, n int) (*sql.DB, error) {
 // statement can wait for, a lock, is bounded by busy_timeout; callers check
 // that ctx has not ended before they start.
 func Uncancelled(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// ExecPoint runs a point write on db as Uncancelled says: not at all when
+// ctx has ended, otherwise to its end.
+func ExecPoint(ctx context.Context, db *sql.DB, query string, args ...any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := db.ExecContext(Uncancelled(ctx), query, args...)
+	return err
+}

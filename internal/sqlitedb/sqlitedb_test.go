@@ -1,6 +1,7 @@
 package sqlitedb_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"io/fs"
@@ -71,5 +72,44 @@ func TestOpenExclusiveHoldsTheFile(t *testing.T) {
 	}
 	if n, err := count(); err != nil || n != 20 {
 		t.Fatalf("after Close: %d rows, %v; want 20", n, err)
+	}
+}
+
+// TestExecPoint: a point write with an ended context is not run; with a
+// live one it is, and a later end of that context does not undo it.
+func TestExecPoint(t *testing.T) {
+	db, err := sqlitedb.OpenExclusive(filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if _, err := db.ExecContext(t.Context(), "CREATE TABLE t (k INTEGER PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := sqlitedb.ExecPoint(ended, db, "INSERT INTO t (k) VALUES (1)"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("with an ended context: %v", err)
+	}
+	live, cancel := context.WithCancel(t.Context())
+	if err := sqlitedb.ExecPoint(live, db, "INSERT INTO t (k) VALUES (2)"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	var keys []int
+	rows, err := db.QueryContext(t.Context(), "SELECT k FROM t ORDER BY k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil || len(keys) != 1 || keys[0] != 2 {
+		t.Fatalf("stored %v, %v; want [2]", keys, err)
 	}
 }

@@ -140,11 +140,7 @@ func (l *Ledger) Merge(ctx context.Context, rows []Row, now time.Time) (grown in
 }
 
 func (l *Ledger) write(ctx context.Context, k rowKey, t Tokens) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("failed to write budget ledger: %w", err)
-	}
-	// A point write, every turn: see sqlitedb.Uncancelled.
-	_, err := l.db.ExecContext(sqlitedb.Uncancelled(ctx), `INSERT INTO day_usage (pod, day, input_tokens, output_tokens, total_tokens)
+	err := sqlitedb.ExecPoint(ctx, l.db, `INSERT INTO day_usage (pod, day, input_tokens, output_tokens, total_tokens)
 		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (pod, day) DO UPDATE SET input_tokens = excluded.input_tokens,
 			output_tokens = excluded.output_tokens, total_tokens = excluded.total_tokens`,

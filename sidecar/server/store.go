@@ -59,11 +59,7 @@ func OpenUsageStore(ctx context.Context, path string) (*UsageStore, error) {
 // RecordUsage implements gooseagent.UsageStore. Totals are absolute, so a
 // retried or replayed record cannot double count.
 func (s *UsageStore) RecordUsage(ctx context.Context, r gooseagent.UsageRecord) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("failed to record session usage: %w", err)
-	}
-	// A point write, every turn: see sqlitedb.Uncancelled.
-	_, err := s.db.ExecContext(sqlitedb.Uncancelled(ctx), `INSERT INTO session_usage
+	err := sqlitedb.ExecPoint(ctx, s.db, `INSERT INTO session_usage
 		(app_name, user_id, session_id, goose_session_id, input_tokens, output_tokens, total_tokens, turns, last_used_ms)
 		VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)
 		ON CONFLICT (app_name, user_id, session_id) DO UPDATE SET
