@@ -28,22 +28,18 @@ func scanTextChunkFrame(frame []byte) (_ decoded, ok bool) {
 	var method, params bool
 	var d decoded
 	var ev textChunkFields
-	if !s.object(func(key []byte) bool {
-		switch string(key) {
+	// Not id, result or error: a frame with one is no notification.
+	if !s.members([]string{"jsonrpc", "method", "params"}, func(name string) bool {
+		switch name {
 		case "jsonrpc":
 			return s.skipString()
 		case "method":
 			m, ok := s.str()
 			method = ok && string(m) == methodSessionUpdate
 			return method
-		case "params":
-			if params {
-				return false
-			}
-			params = true
-			return s.params(&d, &ev)
 		}
-		return false // id, result, error, or a name the whole read would weigh
+		params = true
+		return s.params(&d, &ev)
 	}) || !s.end() || !method || !params || d.SessionID == "" {
 		return decoded{}, false
 	}
@@ -81,79 +77,45 @@ func (f *textChunkFields) decoded(sessionID string) (decoded, bool) {
 
 // params reads a session/update's params: sessionId, update and _meta.
 func (s *scanner) params(d *decoded, f *textChunkFields) bool {
-	var id, update, meta bool
-	return s.object(func(key []byte) bool {
-		switch string(key) {
+	return s.members([]string{"sessionId", "update", "_meta"}, func(name string) bool {
+		switch name {
 		case "sessionId":
-			if id {
-				return false
-			}
-			id = true
 			v, ok := s.str()
 			d.SessionID = string(v)
 			return ok
 		case "update":
-			if update {
-				return false
-			}
-			update = true
 			return s.update(f)
-		case "_meta":
-			// An object of anything (the SDK's map[string]any), or null.
-			if meta {
-				return false
-			}
-			meta = true
-			return s.objectOrNull(s.skipMember)
 		}
-		return false
+		// An object of anything (the SDK's map[string]any), or null.
+		return s.objectOrNull(s.skipMember)
 	})
 }
 
 // update reads a text chunk's update; any other field, such as those of a
 // tool call, leaves the frame to the whole read.
 func (s *scanner) update(f *textChunkFields) bool {
-	var kind, content, messageID, meta bool
-	return s.object(func(key []byte) bool {
-		switch string(key) {
+	return s.members([]string{"sessionUpdate", "content", "messageId", "_meta"}, func(name string) bool {
+		switch name {
 		case "sessionUpdate":
-			if kind {
-				return false
-			}
-			kind = true
 			v, ok := s.str()
 			f.kind = string(v)
 			return ok
 		case "content":
-			if content {
-				return false
-			}
-			content = true
 			return s.content(f)
 		case "messageId":
-			if messageID {
-				return false
-			}
-			messageID = true
 			if s.null() {
 				return true
 			}
 			v, ok := s.str()
 			f.messageID = v
 			return ok
-		case "_meta":
-			if meta {
-				return false
-			}
-			meta = true
-			return s.objectOrNull(func(key []byte) bool {
-				if otherName(key, "goose") {
-					return s.skip(0)
-				}
-				return string(key) == "goose" && s.gooseMeta(f)
-			})
 		}
-		return false
+		return s.objectOrNull(func(key []byte) bool {
+			if otherName(key, "goose") {
+				return s.skip(0)
+			}
+			return string(key) == "goose" && s.gooseMeta(f)
+		})
 	})
 }
 
@@ -188,35 +150,22 @@ func (s *scanner) gooseMessageID(f *textChunkFields) bool {
 // content reads a text content block: type "text", its text and an
 // optional _meta; annotations or any other field leave it to the whole read.
 func (s *scanner) content(f *textChunkFields) bool {
-	var typ, text, meta bool
-	ok := s.object(func(key []byte) bool {
-		switch string(key) {
+	var typ bool
+	ok := s.members([]string{"type", "text", "_meta"}, func(name string) bool {
+		switch name {
 		case "type":
-			if typ {
-				return false
-			}
-			typ = true
 			v, ok := s.str()
-			return ok && string(v) == "text"
+			typ = ok && string(v) == "text"
+			return typ
 		case "text":
-			if text {
-				return false
-			}
-			text = true
 			v, ok := s.str()
 			f.text = v
 			return ok
-		case "_meta":
-			if meta {
-				return false
-			}
-			meta = true
-			return s.objectOrNull(s.skipMember)
 		}
-		return false
+		return s.objectOrNull(s.skipMember)
 	})
 	f.content = ok && typ
-	return ok && typ
+	return f.content
 }
 
 // maxScanDepth bounds the nesting the scanner skips; deeper values are left
@@ -302,6 +251,27 @@ func (s *scanner) object(member func(key []byte) bool) bool {
 			return s.consume('}')
 		}
 	}
+}
+
+// members reads an object of the named members only, each at most once,
+// calling read with the member's name before its value, which read must
+// read. Any other name, or one that comes twice, is not taken: encoding/json
+// would weigh it (it matches names in any case, and the last of a repeated
+// one counts).
+func (s *scanner) members(names []string, read func(name string) bool) bool {
+	var seen uint64 // by index in names
+	return s.object(func(key []byte) bool {
+		for i, name := range names {
+			if string(key) == name {
+				if seen&(1<<i) != 0 {
+					return false
+				}
+				seen |= 1 << i
+				return read(name)
+			}
+		}
+		return false
+	})
 }
 
 func (s *scanner) objectOrNull(member func(key []byte) bool) bool {
