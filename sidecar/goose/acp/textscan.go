@@ -18,9 +18,9 @@ import (
 //
 // It only ever says less: ok is false, and unmarshalTextChunkFrame decides,
 // for anything it does not read exactly as encoding/json into textChunkFrame
-// would: a name it does not know or that comes twice, a name with an escape
-// or in another case, a surrogate escape or invalid UTF-8 in a string it
-// returns, a number that does not fit a float64, nesting deeper than
+// would: a name it does not know or that comes twice, a name in another case,
+// a surrogate escape or invalid UTF-8 in a string it reads, a number that
+// does not fit a float64, nesting deeper than
 // maxScanDepth, any JSON error. FuzzScannedTextChunksReadAsUnmarshalled
 // holds it to that: what it takes, the other reads the same.
 func scanTextChunkFrame(frame []byte) (_ decoded, ok bool) {
@@ -28,18 +28,17 @@ func scanTextChunkFrame(frame []byte) (_ decoded, ok bool) {
 	var method, params bool
 	var d decoded
 	var ev textChunkFields
-	// Not id, result or error: a frame with one is no notification.
-	if !s.members([]string{"jsonrpc", "method", "params"}, func(name string) bool {
-		switch name {
+	if !s.object(func(key []byte) bool {
+		switch string(key) {
 		case "jsonrpc":
 			return s.skipString()
 		case "method":
-			m, ok := s.str()
-			method = ok && string(m) == methodSessionUpdate
+			method = s.is(methodSessionUpdate)
 			return method
+		case "params":
+			return first(&params) && s.params(&d, &ev)
 		}
-		params = true
-		return s.params(&d, &ev)
+		return false // id, result, error, or a name the whole read would weigh
 	}) || !s.end() || !method || !params || d.SessionID == "" {
 		return decoded{}, false
 	}
@@ -77,45 +76,41 @@ func (f *textChunkFields) decoded(sessionID string) (decoded, bool) {
 
 // params reads a session/update's params: sessionId, update and _meta.
 func (s *scanner) params(d *decoded, f *textChunkFields) bool {
-	return s.members([]string{"sessionId", "update", "_meta"}, func(name string) bool {
-		switch name {
+	var id, update, meta bool
+	return s.object(func(key []byte) bool {
+		switch string(key) {
 		case "sessionId":
-			v, ok := s.str()
-			d.SessionID = string(v)
-			return ok
+			return first(&id) && s.strInto(&d.SessionID)
 		case "update":
-			return s.update(f)
+			return first(&update) && s.update(f)
+		case "_meta": // an object of anything (the SDK's map[string]any), or null
+			return first(&meta) && s.objectOrNull(s.skipMember)
 		}
-		// An object of anything (the SDK's map[string]any), or null.
-		return s.objectOrNull(s.skipMember)
+		return false
 	})
 }
 
 // update reads a text chunk's update; any other field, such as those of a
 // tool call, leaves the frame to the whole read.
 func (s *scanner) update(f *textChunkFields) bool {
-	return s.members([]string{"sessionUpdate", "content", "messageId", "_meta"}, func(name string) bool {
-		switch name {
+	var kind, content, messageID, meta bool
+	return s.object(func(key []byte) bool {
+		switch string(key) {
 		case "sessionUpdate":
-			v, ok := s.str()
-			f.kind = string(v)
-			return ok
+			return first(&kind) && s.strInto(&f.kind)
 		case "content":
-			return s.content(f)
+			return first(&content) && s.content(f)
 		case "messageId":
-			if s.null() {
-				return true
-			}
-			v, ok := s.str()
-			f.messageID = v
-			return ok
+			return first(&messageID) && (s.null() || s.bytesInto(&f.messageID))
+		case "_meta":
+			return first(&meta) && s.objectOrNull(func(key []byte) bool {
+				if otherName(key, "goose") {
+					return s.skip(0)
+				}
+				return string(key) == "goose" && s.gooseMeta(f)
+			})
 		}
-		return s.objectOrNull(func(key []byte) bool {
-			if otherName(key, "goose") {
-				return s.skip(0)
-			}
-			return string(key) == "goose" && s.gooseMeta(f)
-		})
+		return false
 	})
 }
 
@@ -150,22 +145,50 @@ func (s *scanner) gooseMessageID(f *textChunkFields) bool {
 // content reads a text content block: type "text", its text and an
 // optional _meta; annotations or any other field leave it to the whole read.
 func (s *scanner) content(f *textChunkFields) bool {
-	var typ bool
-	ok := s.members([]string{"type", "text", "_meta"}, func(name string) bool {
-		switch name {
+	var typ, text, meta bool
+	ok := s.object(func(key []byte) bool {
+		switch string(key) {
 		case "type":
-			v, ok := s.str()
-			typ = ok && string(v) == "text"
-			return typ
+			return first(&typ) && s.is("text")
 		case "text":
-			v, ok := s.str()
-			f.text = v
-			return ok
+			return first(&text) && s.bytesInto(&f.text)
+		case "_meta":
+			return first(&meta) && s.objectOrNull(s.skipMember)
 		}
-		return s.objectOrNull(s.skipMember)
+		return false
 	})
 	f.content = ok && typ
-	return f.content
+	return ok && typ
+}
+
+// first reports whether a member is read for the first time, and marks it
+// read: a name that comes twice (encoding/json keeps the last) is not taken.
+func first(read *bool) bool {
+	if *read {
+		return false
+	}
+	*read = true
+	return true
+}
+
+// strInto reads a string (str) into dst.
+func (s *scanner) strInto(dst *string) bool {
+	v, ok := s.str()
+	*dst = string(v)
+	return ok
+}
+
+// bytesInto reads a string (str) into dst, aliasing the frame when it can.
+func (s *scanner) bytesInto(dst *[]byte) bool {
+	v, ok := s.str()
+	*dst = v
+	return ok
+}
+
+// is reads a string and reports whether it is want.
+func (s *scanner) is(want string) bool {
+	v, ok := s.str()
+	return ok && string(v) == want
 }
 
 // maxScanDepth bounds the nesting the scanner skips; deeper values are left
@@ -232,9 +255,9 @@ func (s *scanner) null() bool {
 	return false
 }
 
-// object reads an object, calling member with each name (a string without
-// escapes; a name with one is not taken) and the scanner before its value,
-// which member must read.
+// object reads an object, calling member with each name, unescaped as
+// encoding/json matches it (str), and the scanner before its value, which
+// member must read.
 func (s *scanner) object(member func(key []byte) bool) bool {
 	if !s.consume('{') {
 		return false
@@ -243,7 +266,7 @@ func (s *scanner) object(member func(key []byte) bool) bool {
 		return true
 	}
 	for {
-		key, ok := s.plainString()
+		key, ok := s.str()
 		if !ok || !s.consume(':') || !member(key) {
 			return false
 		}
@@ -251,27 +274,6 @@ func (s *scanner) object(member func(key []byte) bool) bool {
 			return s.consume('}')
 		}
 	}
-}
-
-// members reads an object of the named members only, each at most once,
-// calling read with the member's name before its value, which read must
-// read. Any other name, or one that comes twice, is not taken: encoding/json
-// would weigh it (it matches names in any case, and the last of a repeated
-// one counts).
-func (s *scanner) members(names []string, read func(name string) bool) bool {
-	var seen uint64 // by index in names
-	return s.object(func(key []byte) bool {
-		for i, name := range names {
-			if string(key) == name {
-				if seen&(1<<i) != 0 {
-					return false
-				}
-				seen |= 1 << i
-				return read(name)
-			}
-		}
-		return false
-	})
 }
 
 func (s *scanner) objectOrNull(member func(key []byte) bool) bool {
@@ -292,28 +294,6 @@ func otherName(key []byte, field string) bool {
 		}
 	}
 	return !bytes.EqualFold(key, []byte(field))
-}
-
-// plainString reads a string with neither escapes nor invalid UTF-8: the
-// bytes between the quotes, aliasing the frame.
-func (s *scanner) plainString() ([]byte, bool) {
-	if !s.consume('"') {
-		return nil, false
-	}
-	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			v := s.b[start:s.i]
-			s.i++
-			return v, utf8.Valid(v)
-		case c == '\\' || c < 0x20:
-			return nil, false
-		}
-		s.i++
-	}
-	return nil, false
 }
 
 // str reads a string as encoding/json decodes it, where that is certain:

@@ -36,6 +36,9 @@ var scannedChunks = []struct {
 		&goose.TextDelta{MessageID: "m2", Text: "x"}},
 	{frameOf(methodSessionUpdate, chunkParams(`"sessionUpdate":"agent_message_chunk","messageId":"","content":{"type":"text","text":"x"},"_meta":{"goose":{"messageId":"m2"}}`)),
 		&goose.TextDelta{MessageID: "m2", Text: "x"}},
+	// Names are matched unescaped, as encoding/json matches them.
+	{frameOf(methodSessionUpdate, chunkParams(`"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"go\u006fse":{"messageId":"m"}}`)),
+		&goose.TextDelta{MessageID: "m", Text: "x"}},
 	// goose's messageId as stringOrNothing reads it; other _meta as is.
 	{frameOf(methodSessionUpdate, chunkParams(`"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x","_meta":{"a":[1,-2.5e3,true,null,{"b":"\u00e9"}]}},"_meta":{"goose":{"messageId":7},"other":{"x":[]}}`)),
 		&goose.TextDelta{Text: "x"}},
@@ -90,7 +93,6 @@ func TestScanLeavesWhatItCannotReadExactly(t *testing.T) {
 		chunk(text + `,"_meta":{"Goose":{"messageId":"m"}}`),
 		chunk(text + `,"_meta":{"goose":{"messageID":"m"}}`),
 		chunk(text + `,"_meta":{"goose":{"messageId":"a","messageId":"b"}}`),
-		chunk(text + `,"_meta":{"go\u006fse":{"messageId":"m"}}`),
 		// Strings encoding/json would mend.
 		chunk(`"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\ud83d\ude00"}`),
 		chunk("\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"\xff\"}"),
