@@ -125,7 +125,8 @@ func (s *scanner) gooseMeta(f *textChunkFields) bool {
 }
 
 // gooseMessageID reads _meta.goose.messageId as stringOrNothing does: a
-// string, or "" for any other value. It comes once.
+// string, or "" for any other value. It comes once: gooseMessage is nil
+// until it is read.
 func (s *scanner) gooseMessageID(f *textChunkFields) bool {
 	if f.gooseMessage != nil {
 		return false
@@ -134,12 +135,7 @@ func (s *scanner) gooseMessageID(f *textChunkFields) bool {
 		f.gooseMessage = []byte{}
 		return s.skip(0)
 	}
-	v, ok := s.str()
-	f.gooseMessage = v
-	if f.gooseMessage == nil {
-		f.gooseMessage = []byte{}
-	}
-	return ok
+	return s.bytesInto(&f.gooseMessage) // non-nil once read, even when empty
 }
 
 // content reads a text content block: type "text", its text and an
