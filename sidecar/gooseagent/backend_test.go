@@ -31,6 +31,9 @@ type scriptBackend struct {
 	isClosed bool
 	// waiting are approvals blocked in Reply, by session+tool call id.
 	waiting map[string]chan goose.Decision
+	// approving, if set before the first turn, runs as Approve is called,
+	// before goose takes the answer.
+	approving func()
 
 	// What goose received, by session, kept after a session is deleted.
 	prompts   map[string][]string
@@ -298,6 +301,9 @@ func (b *scriptBackend) countUsage(sid string, u *goosetest.UsageStep) *goose.Us
 }
 
 func (b *scriptBackend) Approve(_ context.Context, sid, id string, d goose.Decision) error {
+	if b.approving != nil {
+		b.approving()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ch, ok := b.waiting[sid+"/"+id]

@@ -270,8 +270,10 @@ func (g *gooseAgent) park(key SessionKey, e *sessionEntry, p *pausedReply) bool 
 	return true
 }
 
-// claim takes p from the entry if it is still pending there.
-func (g *gooseAgent) claim(e *sessionEntry, p *pausedReply) bool {
+// claim takes p from the entry if it is still pending there, and records
+// why it ended in the same step: an answer that comes meanwhile is told
+// that reason, never that the session forgot the confirmation.
+func (g *gooseAgent) claim(e *sessionEntry, p *pausedReply, reason string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if p == nil || e.paused != p {
@@ -281,12 +283,19 @@ func (g *gooseAgent) claim(e *sessionEntry, p *pausedReply) bool {
 	// A timer already firing finds the entry empty and does nothing.
 	p.timer.Stop()
 	p.endWait("resolved")
+	g.resolvedLocked(e, p.confID, reason)
 	return true
 }
 
+// resolved records a later reason a claimed confirmation ended with; the
+// newest is the one told.
 func (g *gooseAgent) resolved(e *sessionEntry, id, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.resolvedLocked(e, id, reason)
+}
+
+func (g *gooseAgent) resolvedLocked(e *sessionEntry, id, reason string) {
 	e.resolved = append(e.resolved, resolvedConfirmation{id: id, reason: reason})
 	if n := len(e.resolved); n > maxResolved {
 		e.resolved = append(e.resolved[:0], e.resolved[n-maxResolved:]...)
@@ -330,10 +339,10 @@ func (g *gooseAgent) expire(key SessionKey, e *sessionEntry, p *pausedReply) {
 		return
 	}
 	defer e.release()
-	if !g.claim(e, p) {
+	reason := fmt.Sprintf("timed out after %s without an answer; goose was told the tool call is denied", g.cfg.ConfirmationTimeout)
+	if !g.claim(e, p, reason) {
 		return
 	}
-	reason := fmt.Sprintf("timed out after %s without an answer; goose was told the tool call is denied", g.cfg.ConfirmationTimeout)
 	// Record before goose hears of the denial, so that whoever learns of it
 	// from goose (or from the reply ending) already finds it in the history.
 	g.record(key, p, abandonedEvent(session.NewEventWithContext(context.Background(), p.invocationID), g.cfg.Name, p, ErrorCodeConfirmationTimeout, reason))
@@ -360,7 +369,6 @@ func (g *gooseAgent) deny(key SessionKey, e *sessionEntry, p *pausedReply, code,
 	}
 	// Closing cancels the goose reply: ACP session/cancel, REST closes the stream.
 	p.reply.close()
-	g.resolved(e, p.confID, reason)
 	g.cfg.Logger.InfoContext(ctx, "tool confirmation abandoned", "adk_session", key.SessionID,
 		"goose_session", p.gooseID, "tool", p.approval.ToolName, "code", code, "reason", reason)
 }
@@ -466,7 +474,7 @@ func (c *Controller) CancelConfirmation(ctx context.Context, key SessionKey, cal
 	for _, id := range callIDs {
 		match = match || id == p.confID
 	}
-	if !match || !g.claim(e, p) {
+	if !match || !g.claim(e, p, reason) {
 		return false
 	}
 	g.record(key, p, g.abandon(session.NewEventWithContext(context.Background(), p.invocationID), key, e, p, ErrorCodeCancelled, reason))
@@ -502,8 +510,9 @@ func (c *Controller) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("failed to cancel tool confirmation of session %q: %w", h.key.SessionID, err))
 			continue
 		}
-		if p := g.pending(h.e); p != nil && g.claim(h.e, p) {
-			ev := g.abandon(session.NewEventWithContext(context.Background(), p.invocationID), h.key, h.e, p, ErrorCodeCancelled, "cancelled because adk2goose is shutting down")
+		const reason = "cancelled because adk2goose is shutting down"
+		if p := g.pending(h.e); p != nil && g.claim(h.e, p, reason) {
+			ev := g.abandon(session.NewEventWithContext(context.Background(), p.invocationID), h.key, h.e, p, ErrorCodeCancelled, reason)
 			g.record(h.key, p, ev)
 		}
 		h.e.release()

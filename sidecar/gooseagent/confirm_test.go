@@ -243,6 +243,28 @@ func TestConfirmationTimeout(t *testing.T) {
 	}
 }
 
+// TestConfirmationEndedWhileGooseIsTold: from the moment the timeout takes
+// a confirmation, an answer is told it timed out, also while goose is still
+// being told of the denial (an answer used to hear, in that window, that
+// the session had forgotten the confirmation).
+func TestConfirmationEndedWhileGooseIsTold(t *testing.T) {
+	h, ctrl := newConfirmHarness(t, approvalScript, 100*time.Millisecond)
+	key := gooseagent.SessionKey{AppName: "app", UserID: "u", SessionID: "s"}
+	ids, checked := make(chan string, 1), make(chan error, 1)
+	h.backend.approving = func() { checked <- ctrl.CheckConfirmation(key, <-ids) }
+	ids <- confirmationOf(t, h.run(t, "delete x", agent.StreamingModeSSE))
+	var err error
+	select {
+	case err = <-checked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("goose was not told of the denial")
+	}
+	var ce *gooseagent.ConfirmationError
+	if !asConfirmationError(err, &ce) || !ce.Stale || !strings.Contains(ce.Reason, "timed out") {
+		t.Fatalf("check while goose is told: %v", err)
+	}
+}
+
 func asConfirmationError(err error, target **gooseagent.ConfirmationError) bool {
 	return errors.As(err, target)
 }

@@ -51,8 +51,9 @@ func (g *gooseAgent) deleteSession(ctx context.Context, key SessionKey, sess ses
 			ids = append(ids, id)
 		}
 	}
-	if p := g.pending(e); p != nil && g.claim(e, p) {
-		g.deny(key, e, p, ErrorCodeCancelled, "cancelled because the ADK session was deleted")
+	const deleted = "cancelled because the ADK session was deleted"
+	if p := g.pending(e); p != nil && g.claim(e, p, deleted) {
+		g.deny(key, e, p, ErrorCodeCancelled, deleted)
 		add(p.gooseID)
 	}
 	add(e.gooseID)

@@ -108,10 +108,10 @@ func (t *turn) run() {
 	}
 	// goose runs one reply per session: a new message supersedes a reply
 	// still waiting for a confirmation, which is denied and cancelled first.
-	if p := t.g.pending(entry); p != nil && t.g.claim(entry, p) {
+	const superseded = "superseded by a new user message; goose was told the tool call is denied"
+	if p := t.g.pending(entry); p != nil && t.g.claim(entry, p, superseded) {
 		ev := t.newEvent(nil)
-		t.g.abandon(ev, t.key, entry, p, ErrorCodeCancelled,
-			"superseded by a new user message; goose was told the tool call is denied")
+		t.g.abandon(ev, t.key, entry, p, ErrorCodeCancelled, superseded)
 		// Only a note of why: the turn's outcome is the new reply's, and an
 		// error code here would fail the whole A2A task.
 		ev.TurnComplete, ev.ErrorCode, ev.ErrorMessage, ev.FinishReason = false, "", "", ""
@@ -156,7 +156,7 @@ func (t *turn) answer(answers []confirmationAnswer) {
 		decision = goose.AllowOnce
 	}
 	t.resumeFrom(p, decision)
-	if !t.g.claim(t.entry, p) {
+	if !t.g.claim(t.entry, p, "already answered ("+string(decision)+")") {
 		// The timeout won the race since pending() looked.
 		t.finish("", fmt.Errorf("failed to apply tool confirmation: %w", t.g.notPending(t.entry, ans.id)))
 		return
@@ -172,7 +172,6 @@ func (t *turn) answer(answers []confirmationAnswer) {
 		t.finish("", fmt.Errorf("failed to answer goose tool approval: %w", err))
 		return
 	}
-	t.g.resolved(t.entry, p.confID, "already answered ("+string(decision)+")")
 	t.g.cfg.Logger.InfoContext(t.ic, "tool confirmation answered", "adk_session", t.key.SessionID,
 		"goose_session", p.gooseID, "tool", p.approval.ToolName, "decision", decision)
 	t.pump(p.reply)
@@ -250,10 +249,9 @@ func (t *turn) pause(reply *replyStream, ar *goose.ApprovalRequest) bool {
 	if !t.emit(ev) {
 		// Nobody received the call: nobody can answer it.
 		t.paused = false
-		if !t.g.claim(t.entry, p) {
+		if !t.g.claim(t.entry, p, "the client did not receive it") {
 			return true // Close took it meanwhile and ends the reply itself
 		}
-		t.g.resolved(t.entry, confID, "the client did not receive it")
 		return false
 	}
 	t.g.cfg.Logger.InfoContext(t.ic, "awaiting tool confirmation", "adk_session", t.key.SessionID,
