@@ -346,21 +346,21 @@ func (g *gooseAgent) expire(key SessionKey, e *sessionEntry, p *pausedReply) {
 	// Record before goose hears of the denial, so that whoever learns of it
 	// from goose (or from the reply ending) already finds it in the history.
 	g.record(key, p, abandonedEvent(session.NewEventWithContext(context.Background(), p.invocationID), g.cfg.Name, p, ErrorCodeConfirmationTimeout, reason))
-	g.deny(key, e, p, ErrorCodeConfirmationTimeout, reason)
+	g.deny(key, p, ErrorCodeConfirmationTimeout, reason)
 }
 
 // abandon ends a claimed paused reply without a user answer: goose gets a
 // denial (so its history shows the refusal) and the reply is cancelled. It
 // returns the event that tells the session why; the caller emits it in its
 // turn or records it with record.
-func (g *gooseAgent) abandon(ev *session.Event, key SessionKey, e *sessionEntry, p *pausedReply, code, reason string) *session.Event {
-	g.deny(key, e, p, code, reason)
+func (g *gooseAgent) abandon(ev *session.Event, key SessionKey, p *pausedReply, code, reason string) *session.Event {
+	g.deny(key, p, code, reason)
 	return abandonedEvent(ev, g.cfg.Name, p, code, reason)
 }
 
 // deny tells goose a claimed paused reply's tool call is denied and cancels
 // the reply.
-func (g *gooseAgent) deny(key SessionKey, e *sessionEntry, p *pausedReply, code, reason string) {
+func (g *gooseAgent) deny(key SessionKey, p *pausedReply, code, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.UsageTimeout)
 	defer cancel()
 	if err := g.cfg.Backend.Approve(ctx, p.gooseID, p.approval.ID, goose.DenyOnce); err != nil {
@@ -477,7 +477,7 @@ func (c *Controller) CancelConfirmation(ctx context.Context, key SessionKey, cal
 	if !match || !g.claim(e, p, reason) {
 		return false
 	}
-	g.record(key, p, g.abandon(session.NewEventWithContext(context.Background(), p.invocationID), key, e, p, ErrorCodeCancelled, reason))
+	g.record(key, p, g.abandon(session.NewEventWithContext(context.Background(), p.invocationID), key, p, ErrorCodeCancelled, reason))
 	return true
 }
 
@@ -512,7 +512,7 @@ func (c *Controller) Close(ctx context.Context) error {
 		}
 		const reason = "cancelled because adk2goose is shutting down"
 		if p := g.pending(h.e); p != nil && g.claim(h.e, p, reason) {
-			ev := g.abandon(session.NewEventWithContext(context.Background(), p.invocationID), h.key, h.e, p, ErrorCodeCancelled, reason)
+			ev := g.abandon(session.NewEventWithContext(context.Background(), p.invocationID), h.key, p, ErrorCodeCancelled, reason)
 			g.record(h.key, p, ev)
 		}
 		h.e.release()

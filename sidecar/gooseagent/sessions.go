@@ -53,7 +53,7 @@ func (g *gooseAgent) deleteSession(ctx context.Context, key SessionKey, sess ses
 	}
 	const deleted = "cancelled because the ADK session was deleted"
 	if p := g.pending(e); p != nil && g.claim(e, p, deleted) {
-		g.deny(key, e, p, ErrorCodeCancelled, deleted)
+		g.deny(key, p, ErrorCodeCancelled, deleted)
 		add(p.gooseID)
 	}
 	add(e.gooseID)

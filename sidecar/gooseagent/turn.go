@@ -111,7 +111,7 @@ func (t *turn) run() {
 	const superseded = "superseded by a new user message; goose was told the tool call is denied"
 	if p := t.g.pending(entry); p != nil && t.g.claim(entry, p, superseded) {
 		ev := t.newEvent(nil)
-		t.g.abandon(ev, t.key, entry, p, ErrorCodeCancelled, superseded)
+		t.g.abandon(ev, t.key, p, ErrorCodeCancelled, superseded)
 		// Only a note of why: the turn's outcome is the new reply's, and an
 		// error code here would fail the whole A2A task.
 		ev.TurnComplete, ev.ErrorCode, ev.ErrorMessage, ev.FinishReason = false, "", "", ""
