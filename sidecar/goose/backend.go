@@ -33,7 +33,8 @@ type Backend interface {
 	Health(ctx context.Context) error
 
 	// StartSession creates a goose session and makes it ready to reply
-	// (for goosed: /agent/start then /agent/resume).
+	// (for goosed: /agent/start then /agent/resume). The Session returned
+	// has at least the new session's ID and WorkingDir.
 	StartSession(ctx context.Context, opts StartOptions) (Session, error)
 	// ResumeSession makes an existing session ready to reply again, e.g. after
 	// the goose server or the sidecar restarted; ErrSessionNotFound when

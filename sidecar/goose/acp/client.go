@@ -674,6 +674,12 @@ func (c *Client) StartSession(ctx context.Context, opts goose.StartOptions) (goo
 		}
 	}
 
+	// Besides goose's view of the session, session/info's answer is a
+	// barrier: goose sends the setup notifications (usage_update,
+	// available_commands_update) after its answer to session/new, and they
+	// are read before this answer. Without it a reply started at once could
+	// take them for its own (backendtest's ReplyStream "closed mid-stream"
+	// sees the setup usage_update first).
 	s, err := c.sessionInfo(ctx, id)
 	if err != nil {
 		var ae *goose.AgentError

@@ -252,6 +252,9 @@ func startSession(t testing.TB, b goose.Backend) string {
 	if s.ID == "" {
 		t.Fatal("StartSession returned no id")
 	}
+	if s.WorkingDir != workingDir {
+		t.Fatalf("StartSession returned working dir %q, want %q", s.WorkingDir, workingDir)
+	}
 	return s.ID
 }
 
