@@ -40,6 +40,7 @@ type options struct {
 	insecureNoAuth, startGooseOnCreate                   bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
 	confirmationTimeout, gooseIdleTimeout                time.Duration
+	gooseUnusedIdleTimeout                               time.Duration
 	bodyReadTimeout, turnWait                            time.Duration
 	maxMessageBody, maxOtherBody                         int64
 	workspaceScope, workspaceSeedDir                     string
@@ -118,6 +119,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.sseWriteTimeout, "sse-write-timeout", "ADK2GOOSE_SSE_WRITE_TIMEOUT", 10*time.Minute, "longest /run_sse response")
 	dur(&o.confirmationTimeout, "confirmation-timeout", "ADK2GOOSE_CONFIRMATION_TIMEOUT", 10*time.Minute, "how long a goose tool approval waits for the ADK client's answer before it is denied")
 	dur(&o.gooseIdleTimeout, "goose-idle-timeout", "ADK2GOOSE_GOOSE_IDLE_TIMEOUT", 10*time.Minute, "goose serve: close a session's own goose connection after it ran no reply for this long (goose then stops the session's extensions; the next turn reconnects)")
+	dur(&o.gooseUnusedIdleTimeout, "goose-unused-idle-timeout", "ADK2GOOSE_GOOSE_UNUSED_IDLE_TIMEOUT", 2*time.Minute, "goose serve: the same for a session that has run no turn yet (one started when its ADK session was created); never longer than -goose-idle-timeout")
 	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, how long open streams may finish before they are ended")
 	size(&o.maxMessageBody, "max-message-body", "ADK2GOOSE_MAX_MESSAGE_BODY", server.DefaultMaxMessageBytes, "largest body of /run, /run_sse and A2A requests (a user message); larger ones get 413")
 	size(&o.maxOtherBody, "max-other-body", "ADK2GOOSE_MAX_OTHER_BODY", server.DefaultMaxOtherBytes, "largest body of every other route (session create, PATCH); larger ones get 413")
@@ -159,6 +161,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	}
 	if o.confirmationTimeout <= 0 {
 		return nil, fmt.Errorf("confirmation timeout must be positive, got %s", o.confirmationTimeout)
+	}
+	if o.gooseUnusedIdleTimeout <= 0 {
+		return nil, fmt.Errorf("goose unused idle timeout must be positive, got %s", o.gooseUnusedIdleTimeout)
 	}
 	if _, err := workspace.ParseScope(o.workspaceScope); err != nil {
 		return nil, err
@@ -248,7 +253,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		backend, err = rest.New(rest.Config{URL: o.gooseURL, SecretKey: secret})
 	default:
 		backend, err = acp.New(acp.Config{URL: o.gooseURL, SecretKey: secret, ClientName: "adk2goose", ClientVersion: version, Logger: log,
-			IdleTimeout: o.gooseIdleTimeout})
+			IdleTimeout: o.gooseIdleTimeout, UnusedIdleTimeout: o.gooseUnusedIdleTimeout})
 	}
 	if err != nil {
 		return fmt.Errorf("failed to create goose client: %w", err)

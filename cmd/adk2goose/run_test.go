@@ -25,6 +25,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestRunServesAndDrains(t *testing.T) {
 	for _, flavor := range []string{"serve", "goosed"} {
 		t.Run(flavor, func(t *testing.T) {
@@ -35,9 +46,10 @@ func TestRunServesAndDrains(t *testing.T) {
 			}
 			secretFile := filepath.Join(dir, "goose-secret")
 			var url, secret string
+			var serve *goosetest.Serve
 			if flavor == "serve" {
-				f := goosetest.NewServe(t)
-				url, secret = f.URL, f.Secret
+				serve = goosetest.NewServe(t)
+				url, secret = serve.URL, serve.Secret
 			} else {
 				f := goosetest.NewGoosed(goosetest.GoosedOptions{})
 				t.Cleanup(f.Close)
@@ -50,6 +62,7 @@ func TestRunServesAndDrains(t *testing.T) {
 				"GOOSE_URL": url, "GOOSE_FLAVOR": flavor, "GOOSE_SECRET_FILE": secretFile,
 				"ADK2GOOSE_DATA_DIR": filepath.Join(dir, "data"), "ADK2GOOSE_DRAIN_TIMEOUT": "2s",
 				"GOOSE_WORKING_DIR": filepath.Join(dir, "workspace"), "ADK2GOOSE_WORKSPACE_RETENTION": "24h",
+				"ADK2GOOSE_GOOSE_UNUSED_IDLE_TIMEOUT": "50ms",
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -69,8 +82,8 @@ func TestRunServesAndDrains(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("not listening")
 			}
-			get := func(path string, auth bool) (int, string) {
-				req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+			do := func(method, path string, auth bool) (int, string) {
+				req, _ := http.NewRequest(method, base+path, nil)
 				if auth {
 					req.Header.Set("Authorization", "Bearer tok-123")
 				}
@@ -82,6 +95,7 @@ func TestRunServesAndDrains(t *testing.T) {
 				b, _ := io.ReadAll(resp.Body)
 				return resp.StatusCode, string(b)
 			}
+			get := func(path string, auth bool) (int, string) { return do(http.MethodGet, path, auth) }
 			if code, _ := get("/readyz", false); code != 200 {
 				t.Fatalf("readyz %d", code)
 			}
@@ -96,6 +110,15 @@ func TestRunServesAndDrains(t *testing.T) {
 			}
 			if _, body := get("/.well-known/agent-card.json", false); !strings.Contains(body, base+"/a2a/v1/invoke") {
 				t.Fatalf("card %s", body)
+			}
+			if serve != nil {
+				// A new ADK session starts its goose session on a connection
+				// of its own, which -goose-unused-idle-timeout closes unused.
+				if code, body := do(http.MethodPost, "/apps/my_goose/users/u/sessions", true); code != 200 {
+					t.Fatalf("create session %d %s", code, body)
+				}
+				waitUntil(t, "goose to start the session", func() bool { return serve.Calls("session/new") == 1 })
+				waitUntil(t, "its unused connection to close", func() bool { return serve.OpenConnections() == 0 })
 			}
 			http.DefaultClient.CloseIdleConnections()
 			cancel()
@@ -121,7 +144,7 @@ func TestParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.appName != "from_flag" || o.activeWindow != time.Minute || !o.insecureNoAuth || o.gooseFlavor != "serve" ||
-		o.confirmationTimeout != 10*time.Minute || o.peersHost != "" || o.podIP != "" {
+		o.confirmationTimeout != 10*time.Minute || o.gooseUnusedIdleTimeout != 2*time.Minute || o.peersHost != "" || o.podIP != "" {
 		t.Fatalf("%+v", o)
 	}
 	o, err = parse(nil, envMap(map[string]string{
@@ -177,6 +200,7 @@ func TestParse(t *testing.T) {
 		"bad scope":          {[]string{"-insecure-no-auth", "-workspace-scope", "tenant"}, nil},
 		"negative retention": {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_WORKSPACE_RETENTION": "-1h"}},
 		"no budget sync":     {[]string{"-insecure-no-auth", "-budget-sync-interval", "0s"}, nil},
+		"no unused idle":     {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_GOOSE_UNUSED_IDLE_TIMEOUT": "0s"}},
 	} {
 		if _, err := parse(c.args, envMap(c.env), io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -47,6 +47,12 @@ type Config struct {
 	// this long; goose then frees the session's agent and extensions, and
 	// the next reply dials again. Default 10 minutes; negative: never.
 	IdleTimeout time.Duration
+	// UnusedIdleTimeout is IdleTimeout for a connection that has run no
+	// reply yet: a session started ahead of its first turn (an ADK client
+	// creates a session, e.g. each time the web UI opens, and may never
+	// send a message) holds an agent and its extensions in goose for this
+	// long only. Default 2 minutes; never longer than IdleTimeout.
+	UnusedIdleTimeout time.Duration
 	// MaxMessageBytes caps a user message, JSON-encoded; default
 	// goose.DefaultMaxMessageBytes.
 	MaxMessageBytes int
@@ -68,7 +74,7 @@ var ErrClosed = errors.New("goose ACP client closed")
 //
 // Each session's replies run on a WebSocket of its own, dialled on the
 // session's first use, kept while the session is in use and closed after
-// IdleTimeout; calls not tied to a reply share one control connection. goose
+// IdleTimeout (UnusedIdleTimeout before its first reply); calls not tied to a reply share one control connection. goose
 // has no flow control and no per-session error on a connection: a frame over
 // its 16 MiB limit or a full 1024-message outbound queue drops the whole
 // socket (goose-acp-connections.md §4). Sharing one socket let any session's
@@ -146,6 +152,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.UnusedIdleTimeout <= 0 {
+		cfg.UnusedIdleTimeout = 2 * time.Minute
+	}
+	if cfg.IdleTimeout > 0 {
+		cfg.UnusedIdleTimeout = min(cfg.UnusedIdleTimeout, cfg.IdleTimeout)
 	}
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = goose.DefaultMaxMessageBytes
@@ -242,8 +254,10 @@ type conn struct {
 	session string
 	loaded  bool
 	// idle closes a session connection that has run no reply for
-	// Config.IdleTimeout; under c.mu.
-	idle *time.Timer
+	// Config.IdleTimeout (Config.UnusedIdleTimeout until replied); both
+	// under c.mu.
+	idle    *time.Timer
+	replied bool
 
 	// custom is set once goose sent a _goose/... notification, i.e. it
 	// honoured customNotifications; the stable usage_update is then redundant.
@@ -383,14 +397,19 @@ func (c *Client) idleLocked(cn *conn) {
 	if cn.session == "" || c.cfg.IdleTimeout < 0 {
 		return
 	}
+	after := c.cfg.IdleTimeout
+	if !cn.replied {
+		after = c.cfg.UnusedIdleTimeout
+	}
 	if cn.idle == nil {
-		cn.idle = time.AfterFunc(c.cfg.IdleTimeout, func() { c.closeIdle(cn) })
+		cn.idle = time.AfterFunc(after, func() { c.closeIdle(cn) })
 		return
 	}
-	cn.idle.Reset(c.cfg.IdleTimeout)
+	cn.idle.Reset(after)
 }
 
-// closeIdle closes a session connection that ran no reply for IdleTimeout:
+// closeIdle closes a session connection that ran no reply for IdleTimeout
+// (UnusedIdleTimeout when it never ran one):
 // goose then drops the session's agent and extensions (§2.5); the next reply
 // dials again and goose activates the session lazily.
 func (c *Client) closeIdle(cn *conn) {
@@ -1247,6 +1266,7 @@ func (c *Client) startReply(ctx context.Context, sessionID string) (*reply, erro
 		if cn.idle != nil {
 			cn.idle.Stop()
 		}
+		cn.replied = true
 		c.replies[sessionID] = r
 		for _, tr := range c.lost[sessionID] {
 			r.push(item{ev: tr}) // ends a tool call of a turn from before a restart

@@ -213,6 +213,48 @@ func TestIdleSessionConnectionCloses(t *testing.T) {
 	}
 }
 
+// A session started ahead of its first turn (as an ADK session's creation
+// starts one) gives goose its agent back sooner than a session in use.
+func TestUnusedSessionConnectionClosesSooner(t *testing.T) {
+	srv, c := newIsolationPair(t, Config{IdleTimeout: time.Hour, UnusedIdleTimeout: 20 * time.Millisecond})
+	used := startSession(t, c)
+	if _, err := collect(c.Reply(context.Background(), used, goose.UserMessage{Text: "one"})); err != nil {
+		t.Fatal(err)
+	}
+	unused := startSession(t, c)
+	eventually(t, "the unused session's connection to close", func() bool {
+		return srv.OpenConnections() == 1 && c.openConns() == 1
+	})
+	if !c.hasConn(used) {
+		t.Fatal("the connection that ran a reply closed; want it kept for IdleTimeout")
+	}
+	if _, err := collect(c.Reply(context.Background(), unused, goose.UserMessage{Text: "two"})); err != nil {
+		t.Fatalf("first reply after the unused connection closed: %v", err)
+	}
+	if len(srv.Loads()) != 0 {
+		t.Errorf("session/load %v: goose activates the session on the prompt", srv.Loads())
+	}
+}
+
+func TestUnusedIdleTimeoutDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		idle, unused, want time.Duration
+	}{
+		{0, 0, 2 * time.Minute},
+		{30 * time.Second, 0, 30 * time.Second}, // never longer than IdleTimeout
+		{time.Hour, 5 * time.Minute, 5 * time.Minute},
+		{-1, 0, 2 * time.Minute}, // IdleTimeout never closes; it is not used
+	} {
+		c, err := New(Config{URL: "http://127.0.0.1:1", IdleTimeout: tc.idle, UnusedIdleTimeout: tc.unused})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.cfg.UnusedIdleTimeout; got != tc.want {
+			t.Errorf("IdleTimeout %v, UnusedIdleTimeout %v: got %v, want %v", tc.idle, tc.unused, got, tc.want)
+		}
+	}
+}
+
 func TestDeleteClosesTheSessionConnection(t *testing.T) {
 	srv, c := newIsolationPair(t, Config{})
 	id := startSession(t, c)
@@ -240,6 +282,13 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// hasConn reports whether session id has a connection of its own.
+func (c *Client) hasConn(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessions[id] != nil
 }
 
 // openConns counts the connections the client holds open.
