@@ -487,6 +487,9 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	}, cn.handle)
 	cn.rpc.take = func(frame []byte) bool {
 		d, ok := readTextChunkFrame(frame)
+		if !ok {
+			d, ok = scanUpdateFrame(frame)
+		}
 		if ok {
 			c.routeDecoded(cn, d)
 		}
