@@ -99,11 +99,14 @@ type Client struct {
 	sessions     map[string]*conn   // each session's own connection
 	all          map[*conn]struct{} // every open connection, registered or not
 	dialing      map[string]*dialing
-	dialFailures int                    // consecutive failed dials
-	retryAt      time.Time              // no dial before this, after failures
-	replies      map[string]*reply      // by session id
-	usage        map[string]goose.Usage // last accumulated usage seen, by session id
-	cwd          map[string]string      // working dirs, needed by session/load
+	dialFailures int               // consecutive failed dials
+	retryAt      time.Time         // no dial before this, after failures
+	replies      map[string]*reply // by session id
+	// usage and cwd are kept per session while it has a connection
+	// (forgetSessionLocked): the last accumulated usage seen, and the
+	// working dir session/load needs; both are asked of goose again later.
+	usage map[string]goose.Usage
+	cwd   map[string]string
 	// runsChanged is closed (and replaced) whenever a conn's runs change.
 	runsChanged chan struct{}
 	// lost are, by session, tool calls whose approval goose asked again on
@@ -373,6 +376,7 @@ func (c *Client) live(ctx context.Context, key string) (*conn, error) {
 		}
 		if err == nil {
 			c.register(key, cn)
+			c.idleLocked(cn)
 		}
 		d.err = err
 		c.mu.Unlock()
@@ -381,7 +385,8 @@ func (c *Client) live(ctx context.Context, key string) (*conn, error) {
 	}
 }
 
-// register makes cn the connection for key; c.mu held.
+// register makes cn the connection for key; c.mu held. Its idle timer
+// starts when the caller says (idleLocked).
 func (c *Client) register(key string, cn *conn) {
 	cn.session = key
 	if key == "" {
@@ -389,7 +394,6 @@ func (c *Client) register(key string, cn *conn) {
 		return
 	}
 	c.sessions[key] = cn
-	c.idleLocked(cn)
 }
 
 // idleLocked (re)starts cn's idle timer; c.mu held.
@@ -415,6 +419,13 @@ func (c *Client) idleLocked(cn *conn) {
 func (c *Client) closeIdle(cn *conn) {
 	c.mu.Lock()
 	if r := c.replies[cn.session]; (r != nil && r.cn == cn) || c.sessions[cn.session] != cn {
+		c.mu.Unlock()
+		return
+	}
+	if cn.rpc.awaiting() {
+		// A call is under way (StartSession's after session/new, a
+		// session/load replaying a long history): not idle yet.
+		c.idleLocked(cn)
 		c.mu.Unlock()
 		return
 	}
@@ -547,6 +558,9 @@ func (c *Client) forget(cn *conn) {
 	if cn.session != "" && c.sessions[cn.session] == cn {
 		delete(c.sessions, cn.session)
 	}
+	if cn.session != "" {
+		c.forgetSessionLocked(cn.session)
+	}
 	if cn.idle != nil {
 		cn.idle.Stop()
 	}
@@ -554,6 +568,19 @@ func (c *Client) forget(cn *conn) {
 	if err := cn.rpc.faultErr(); err != nil {
 		c.log.Warn("closed a goose connection", "session", cn.session, "err", err)
 	}
+}
+
+// forgetSessionLocked drops what the client keeps of session id once
+// nothing of it is open here (no connection, reply or dial): the usage and
+// working dir it remembers would otherwise stay for every session the
+// sidecar ever served. c.lost stays: it is the session's next reply's to
+// report. c.mu held.
+func (c *Client) forgetSessionLocked(id string) {
+	if c.sessions[id] != nil || c.replies[id] != nil || c.dialing[id] != nil {
+		return
+	}
+	delete(c.usage, id)
+	delete(c.cwd, id)
 }
 
 // Close closes every connection; in-flight replies end with an error
@@ -674,6 +701,14 @@ func (c *Client) StartSession(ctx context.Context, opts goose.StartOptions) (goo
 	cn.loaded = true
 	c.cwd[id] = cwd
 	c.mu.Unlock()
+	// Idle from the end of the calls below, which are part of starting it.
+	defer func() {
+		c.mu.Lock()
+		if c.sessions[id] == cn && c.replies[id] == nil {
+			c.idleLocked(cn)
+		}
+		c.mu.Unlock()
+	}()
 
 	if opts.Mode != "" {
 		if _, err := call[json.RawMessage](ctx, c, cn, "set session mode", methodSessionSetMode,
@@ -718,6 +753,9 @@ func (c *Client) StartSession(ctx context.Context, opts goose.StartOptions) (goo
 func (c *Client) ResumeSession(ctx context.Context, id string) (goose.Session, error) {
 	cn, err := c.sessionConn(ctx, id)
 	if err != nil {
+		c.mu.Lock()
+		c.forgetSessionLocked(id) // ResumeSessionIn's cwd
+		c.mu.Unlock()
 		return goose.Session{}, fmt.Errorf("failed to resume session: %w", err)
 	}
 	if err := c.ensureLoaded(ctx, cn, id); err != nil {
@@ -815,7 +853,9 @@ func (c *Client) toSession(si acpsdk.SessionInfo) goose.Session {
 	}
 	if s.ID != "" && s.WorkingDir != "" {
 		c.mu.Lock()
-		c.cwd[s.ID] = s.WorkingDir
+		if c.sessions[s.ID] != nil { // see forgetSessionLocked
+			c.cwd[s.ID] = s.WorkingDir
+		}
 		c.mu.Unlock()
 	}
 	return s
@@ -882,8 +922,8 @@ func (c *Client) Usage(ctx context.Context, id string) (goose.Usage, error) {
 		return goose.Usage{}, fmt.Errorf("failed to read session usage: %w", err)
 	}
 	c.mu.Lock()
-	if _, seen := c.usage[id]; !seen {
-		c.usage[id] = u
+	if _, seen := c.usage[id]; !seen && c.sessions[id] != nil {
+		c.usage[id] = u // kept while the session's connection is
 	}
 	c.mu.Unlock()
 	return u, nil
@@ -949,7 +989,9 @@ func (c *Client) routeDecoded(cn *conn, d decoded) {
 	}
 	if d.Accumulated != nil {
 		c.mu.Lock()
-		c.usage[d.SessionID] = *d.Accumulated
+		if c.sessions[d.SessionID] != nil { // see forgetSessionLocked
+			c.usage[d.SessionID] = *d.Accumulated
+		}
 		c.mu.Unlock()
 	}
 	if d.ActiveRun != nil {

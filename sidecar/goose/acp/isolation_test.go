@@ -236,6 +236,64 @@ func TestUnusedSessionConnectionClosesSooner(t *testing.T) {
 	}
 }
 
+// Once a session's connection has closed, the client keeps nothing of it
+// that would pile up over every session a sidecar serves; what it kept is
+// asked of goose again when needed.
+func TestClosedSessionConnectionForgetsTheSession(t *testing.T) {
+	_, c := newIsolationPair(t, Config{IdleTimeout: 20 * time.Millisecond})
+	id := startSession(t, c)
+	evs, err := collect(c.Reply(context.Background(), id, goose.UserMessage{Text: "one"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.remembers(id) {
+		t.Fatal("no usage or working dir kept while the session's connection is open")
+	}
+	eventually(t, "the idle connection to close", func() bool { return c.openConns() == 0 })
+	eventually(t, "the session to be forgotten", func() bool { return !c.remembers(id) })
+	var last *goose.UsageUpdate
+	for _, ev := range evs {
+		if u, ok := ev.(*goose.UsageUpdate); ok && u.HasAccumulated {
+			last = u
+		}
+	}
+	u, err := c.Usage(context.Background(), id)
+	if err != nil || last == nil || u != last.Accumulated {
+		t.Fatalf("Usage after the close = %+v, %v; the reply's last accumulated usage %+v", u, err, last)
+	}
+	if c.remembers(id) {
+		t.Error("Usage without the session's connection kept its answer")
+	}
+	if _, err := c.ResumeSession(context.Background(), id); err != nil {
+		t.Fatalf("ResumeSession after the close: %v", err)
+	}
+}
+
+// slowExtensions take goose as long as they say to start (on session/new
+// and session/load).
+type slowExtensions struct{ start time.Duration }
+
+func (x slowExtensions) Activate(string, string) []goosetest.ExtensionResult {
+	time.Sleep(x.start) // how long goose takes to start them: the scenario, not a wait
+	return nil
+}
+
+func (slowExtensions) Release(string) {}
+
+// A call that takes goose longer than the idle timeout (a session/load
+// replaying a long history, extensions slow to start) is not cut short by
+// it: a connection waiting for an answer is not idle.
+func TestIdleTimeoutSparesACallUnderWay(t *testing.T) {
+	const idle = 2 * time.Millisecond
+	_, c := newIsolationPair(t, Config{IdleTimeout: idle}, goosetest.WithServeExtensions(slowExtensions{start: 25 * idle}))
+	id := startSession(t, c)
+	eventually(t, "the idle connection to close", func() bool { return c.openConns() == 0 })
+	if _, err := c.ResumeSession(context.Background(), id); err != nil {
+		t.Fatalf("ResumeSession whose session/load outlasts the idle timeout: %v", err)
+	}
+	eventually(t, "the resumed connection to close once idle", func() bool { return c.openConns() == 0 })
+}
+
 func TestUnusedIdleTimeoutDefaults(t *testing.T) {
 	for _, tc := range []struct {
 		idle, unused, want time.Duration
@@ -289,6 +347,16 @@ func (c *Client) hasConn(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sessions[id] != nil
+}
+
+// remembers reports whether the client keeps usage or a working dir for
+// session id.
+func (c *Client) remembers(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, usage := c.usage[id]
+	_, cwd := c.cwd[id]
+	return usage || cwd
 }
 
 // openConns counts the connections the client holds open.

@@ -393,6 +393,13 @@ func (w *wsConn) send(method string, params any, respond responder) (*sentReques
 	return r, nil
 }
 
+// awaiting reports whether a request sent here still waits for its answer.
+func (w *wsConn) awaiting() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending) > 0
+}
+
 func (r *sentRequest) rawID() json.RawMessage { return json.RawMessage(strconv.FormatUint(r.id, 10)) }
 
 // forget drops the request's responder, unless its response came (or the
