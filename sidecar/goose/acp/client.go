@@ -12,6 +12,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -181,8 +182,17 @@ func New(cfg Config) (*Client, error) {
 			// No Origin header is sent, which goose's Origin policy allows (§1).
 			// The sidecar writes to goose a few frames a turn: a write buffer
 			// is lent for each write rather than held by every session's
-			// connection.
+			// connection. Reads borrow theirs while goose's frames arrive
+			// (lendingConn), so gorilla's own can be small.
 			WriteBufferPool: writeBuffers,
+			ReadBufferSize:  lentReadBufferSize,
+			NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return lendReads(c), nil
+			},
 		},
 		httpc:     cfg.HTTPClient,
 		log:       cfg.Logger,
