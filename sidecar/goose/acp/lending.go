@@ -1,13 +1,11 @@
-//go:build unix
-
 package acp
 
 import (
-	"io"
 	"net"
-	"os"
 	"sync"
 	"syscall"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose/internal/sockread"
 )
 
 // lendingConn is a net.Conn whose reads hold no buffer while they wait: a
@@ -38,15 +36,11 @@ var lentBuffers = sync.Pool{New: func() any {
 	return &b
 }}
 
-// lendReads wraps c in a lendingConn when its socket can be waited on
-// (TCP, Unix), and returns it unchanged otherwise.
+// lendReads wraps c in a lendingConn when its socket can be read directly
+// (sockread.Raw), and returns it unchanged otherwise.
 func lendReads(c net.Conn) net.Conn {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return c
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+	raw := sockread.Raw(c)
+	if raw == nil {
 		return c
 	}
 	return &lendingConn{Conn: c, raw: raw}
@@ -57,53 +51,33 @@ func (c *lendingConn) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	if c.buf == nil {
-		if err := c.fill(); err != nil {
+		n, err := sockread.Read(c.Conn, c.raw, c.borrow, c.giveBack)
+		if err != nil {
+			c.giveBack()
 			return 0, err
 		}
+		c.r, c.w = 0, n
 	}
 	n := copy(p, (*c.buf)[c.r:c.w])
 	c.r += n
 	if c.r == c.w {
-		lentBuffers.Put(c.buf)
-		c.buf = nil
+		c.giveBack()
 	}
 	return n, nil
 }
 
-// fill waits for the socket to be readable (holding no buffer), then reads
-// what arrived into a borrowed one. The runtime's poller does the waiting,
-// as for any net.Conn read, deadlines and Close included.
-func (c *lendingConn) fill() error {
-	var n int
-	var rerr error
-	werr := c.raw.Read(func(fd uintptr) bool {
-		b := lentBuffers.Get().(*[]byte)
-		for {
-			n, rerr = syscall.Read(int(fd), *b)
-			if rerr != syscall.EINTR {
-				break
-			}
-		}
-		if rerr == syscall.EAGAIN {
-			lentBuffers.Put(b)
-			return false // nothing yet: wait until the socket is readable
-		}
-		c.buf = b
-		return true
-	})
-	switch {
-	case werr != nil:
-	case rerr != nil:
-		werr = os.NewSyscallError("read", rerr)
-	case n <= 0:
-		werr = io.EOF
-	default:
-		c.r, c.w = 0, n
-		return nil
+// borrow takes a buffer to read into, once the socket may have bytes.
+func (c *lendingConn) borrow() []byte {
+	if c.buf == nil {
+		c.buf = lentBuffers.Get().(*[]byte)
 	}
+	return *c.buf
+}
+
+// giveBack returns the buffer, before a wait or once it is read out.
+func (c *lendingConn) giveBack() {
 	if c.buf != nil {
 		lentBuffers.Put(c.buf)
 		c.buf = nil
 	}
-	return werr
 }

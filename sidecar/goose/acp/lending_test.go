@@ -11,34 +11,18 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose/internal/sockread/sockreadtest"
 )
 
 // tcpPair is a lendingConn and the loopback TCP connection at its other end.
 func tcpPair(t *testing.T) (*lendingConn, net.Conn) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := l.Accept()
-		accepted <- c
-	}()
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer := <-accepted
-	if peer == nil {
-		t.Fatal("accept failed")
-	}
+	c, peer := sockreadtest.Pair(t)
 	lc, ok := lendReads(c).(*lendingConn)
 	if !ok {
 		t.Fatalf("lendReads(%T) did not lend", c)
 	}
-	t.Cleanup(func() { _ = lc.Close(); _ = peer.Close() })
 	return lc, peer
 }
 

@@ -4,6 +4,8 @@ import (
 	"net"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose/internal/sockread"
 )
 
 // waitConn is a connection to goosed that knows when a read is about to
@@ -17,8 +19,8 @@ import (
 // of a fast reply: with 1 KiB buffers, seven times as often as with 8 KiB
 // ones (BenchmarkStreamPaths' CPU profile).
 //
-// Where the descriptor cannot be read directly (not a Unix system), no
-// connection is wrapped and replies fall back to waitingBody.
+// Where the socket cannot be read directly (sockread.Raw), no connection is
+// wrapped and replies fall back to waitingBody.
 type waitConn struct {
 	net.Conn
 	raw  syscall.RawConn
@@ -45,4 +47,28 @@ func (c *waitConn) carry(f func()) (release func()) {
 	p := &f
 	c.hook.Store(p)
 	return func() { c.hook.CompareAndSwap(p, nil) }
+}
+
+// newWaitConn wraps c when its socket can be read directly; other
+// connections are returned as they are.
+func newWaitConn(c net.Conn) net.Conn {
+	raw := sockread.Raw(c)
+	if raw == nil {
+		return c
+	}
+	return &waitConn{Conn: c, raw: raw}
+}
+
+func (c *waitConn) Read(p []byte) (int, error) {
+	hook := c.hook.Load()
+	if hook == nil || len(p) == 0 {
+		return c.Conn.Read(p)
+	}
+	waited := false
+	return sockread.Read(c.Conn, c.raw, func() []byte { return p }, func() {
+		if !waited {
+			waited = true
+			(*hook)()
+		}
+	})
 }

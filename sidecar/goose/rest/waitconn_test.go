@@ -8,31 +8,15 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose/internal/sockread/sockreadtest"
 )
 
 // loopbackPair is a connected TCP pair on loopback: the client side
 // wrapped as the client's transport wraps what it dials.
 func loopbackPair(t *testing.T) (client *waitConn, server net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = <-accepted
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { _ = raw.Close(); _ = server.Close() })
+	raw, server := sockreadtest.Pair(t)
 	client = waitConnOf(newWaitConn(raw))
 	if client == nil {
 		t.Fatal("a TCP connection was not wrapped")
