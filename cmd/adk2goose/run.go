@@ -43,6 +43,7 @@ type options struct {
 	gooseUnusedIdleTimeout                               time.Duration
 	bodyReadTimeout, turnWait                            time.Duration
 	maxMessageBody, maxOtherBody                         int64
+	debugTraces                                          int
 	workspaceScope, workspaceSeedDir                     string
 	workspaceRetention                                   time.Duration
 
@@ -82,6 +83,16 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		}
 		fs.BoolVar(p, name, def, usage+" (env "+env+")")
 	}
+	count := func(p *int, name, env string, def int, usage string) {
+		if v := getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("failed to parse %s: %w", env, err))
+			}
+			def = n
+		}
+		fs.IntVar(p, name, def, usage+" (env "+env+")")
+	}
 	size := func(p *int64, name, env string, def int64, usage string) {
 		s := humanize.IBytes(uint64(def))
 		if v := getenv(env); v != "" {
@@ -117,6 +128,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.corsOrigins, "cors-origins", "ADK2GOOSE_CORS_ORIGINS", "", "comma-separated browser origins allowed by CORS, or *")
 	dur(&o.activeWindow, "active-window", "ADK2GOOSE_ACTIVE_WINDOW", 10*time.Minute, "a session used within this window counts as active in /stats")
 	dur(&o.sseWriteTimeout, "sse-write-timeout", "ADK2GOOSE_SSE_WRITE_TIMEOUT", 10*time.Minute, "longest /run_sse response")
+	count(&o.debugTraces, "debug-traces", "ADK2GOOSE_DEBUG_TRACES", server.DefaultDebugTraces, "how many of the newest turns' traces the ADK web UI's trace view keeps in memory (about 2 KiB each)")
 	dur(&o.confirmationTimeout, "confirmation-timeout", "ADK2GOOSE_CONFIRMATION_TIMEOUT", 10*time.Minute, "how long a goose tool approval waits for the ADK client's answer before it is denied")
 	dur(&o.gooseIdleTimeout, "goose-idle-timeout", "ADK2GOOSE_GOOSE_IDLE_TIMEOUT", 10*time.Minute, "goose serve: close a session's own goose connection after it ran no reply for this long (goose then stops the session's extensions; the next turn reconnects)")
 	dur(&o.gooseUnusedIdleTimeout, "goose-unused-idle-timeout", "ADK2GOOSE_GOOSE_UNUSED_IDLE_TIMEOUT", 2*time.Minute, "goose serve: the same for a session that has run no turn yet (one started when its ADK session was created); never longer than -goose-idle-timeout")
@@ -161,6 +173,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	}
 	if o.confirmationTimeout <= 0 {
 		return nil, fmt.Errorf("confirmation timeout must be positive, got %s", o.confirmationTimeout)
+	}
+	if o.debugTraces <= 0 {
+		return nil, fmt.Errorf("debug traces must be positive, got %d", o.debugTraces)
 	}
 	if o.gooseUnusedIdleTimeout <= 0 {
 		return nil, fmt.Errorf("goose unused idle timeout must be positive, got %s", o.gooseUnusedIdleTimeout)
@@ -314,6 +329,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		CORSOrigins:         origins,
 		ActiveWindow:        o.activeWindow,
 		SSEWriteTimeout:     o.sseWriteTimeout,
+		DebugTraces:         o.debugTraces,
 		ConfirmationTimeout: o.confirmationTimeout,
 		MaxMessageBytes:     o.maxMessageBody,
 		MaxOtherBodyBytes:   o.maxOtherBody,

@@ -144,13 +144,13 @@ func TestParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.appName != "from_flag" || o.activeWindow != time.Minute || !o.insecureNoAuth || o.gooseFlavor != "serve" ||
-		o.confirmationTimeout != 10*time.Minute || o.gooseUnusedIdleTimeout != 2*time.Minute || o.peersHost != "" || o.podIP != "" {
+		o.confirmationTimeout != 10*time.Minute || o.gooseUnusedIdleTimeout != 2*time.Minute || o.debugTraces != 10000 || o.peersHost != "" || o.podIP != "" {
 		t.Fatalf("%+v", o)
 	}
 	o, err = parse(nil, envMap(map[string]string{
-		"ADK2GOOSE_INSECURE_NO_AUTH": "1", "ADK2GOOSE_CONFIRMATION_TIMEOUT": "90s",
+		"ADK2GOOSE_INSECURE_NO_AUTH": "1", "ADK2GOOSE_CONFIRMATION_TIMEOUT": "90s", "ADK2GOOSE_DEBUG_TRACES": "500",
 	}), io.Discard)
-	if err != nil || o.confirmationTimeout != 90*time.Second ||
+	if err != nil || o.confirmationTimeout != 90*time.Second || o.debugTraces != 500 ||
 		o.workspaceScope != "session" || o.workspaceRetention != 0 || o.workspaceSeedDir != "" {
 		t.Fatalf("%v %+v", err, o)
 	}
@@ -201,6 +201,8 @@ func TestParse(t *testing.T) {
 		"negative retention": {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_WORKSPACE_RETENTION": "-1h"}},
 		"no budget sync":     {[]string{"-insecure-no-auth", "-budget-sync-interval", "0s"}, nil},
 		"no unused idle":     {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_GOOSE_UNUSED_IDLE_TIMEOUT": "0s"}},
+		"no debug traces":    {[]string{"-insecure-no-auth", "-debug-traces", "0"}, nil},
+		"bad debug traces":   {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DEBUG_TRACES": "many"}},
 	} {
 		if _, err := parse(c.args, envMap(c.env), io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)

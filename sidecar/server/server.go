@@ -89,6 +89,13 @@ import (
 var ErrDraining = errors.New("adk2goose is shutting down")
 
 // Config configures New.
+// DefaultDebugTraces is how many turns' traces the ADK web UI's trace view
+// keeps by default, adkrest's own default (adk web's -trace_capacity). A
+// trace of a one-turn reply without tools holds about 2 KiB, so a busy
+// sidecar keeps some 20 MB of them; a smaller number saves that memory and
+// shortens how far back the trace view reaches.
+const DefaultDebugTraces = 10000
+
 type Config struct {
 	// Backend is the goose server. Required.
 	Backend goose.Backend
@@ -116,6 +123,9 @@ type Config struct {
 	// SSEWriteTimeout bounds one /run_sse response. Default 10m. adkrest
 	// kills the stream at once when it is zero, hence the default.
 	SSEWriteTimeout time.Duration
+	// DebugTraces is how many of the newest turns' traces adkrest keeps in
+	// memory for the ADK web UI's trace view. Default DefaultDebugTraces.
+	DebugTraces int
 	// StartOptions are used for new goose sessions.
 	StartOptions goose.StartOptions
 	// MaxMessageBytes bounds the bodies that carry a user message: /run,
@@ -183,6 +193,9 @@ func (c *Config) defaults() error {
 	}
 	if c.SSEWriteTimeout <= 0 {
 		c.SSEWriteTimeout = 10 * time.Minute
+	}
+	if c.DebugTraces <= 0 {
+		c.DebugTraces = DefaultDebugTraces
 	}
 	if c.ConfirmationTimeout <= 0 {
 		c.ConfirmationTimeout = 10 * time.Minute
@@ -333,6 +346,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		SessionService:  s.adkSessions,
 		AgentLoader:     agent.NewSingleLoader(s.agent),
 		SSEWriteTimeout: cfg.SSEWriteTimeout,
+		DebugConfig:     adkrest.DebugTelemetryConfig{TraceCapacity: cfg.DebugTraces},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create ADK REST server: %w", err)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -280,5 +281,44 @@ func TestTraceOfAnA2AMessage(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Fatalf("span tree lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// The web UI's trace view keeps the newest DebugTraces turns' traces: an
+// older session's are gone, the newest session's are there.
+func TestTraceViewKeepsTheNewestTraces(t *testing.T) {
+	tp, _ := tracing()
+	i := slices.IndexFunc(flavours, func(f flavour) bool { return f.name == "goosed" })
+	sc := startSidecar(t, flavours[i].start(t, goosetest.Echo), t.TempDir(), func(c *server.Config) {
+		c.TracerProvider, c.DebugTraces = tp, 2
+	})
+	view := func(session string) []string {
+		code, body := sc.do(http.MethodGet, "/dev/apps/"+appName+"/debug/trace/session/"+session, nil)
+		if code != http.StatusOK {
+			t.Fatalf("trace view of %s: %d %s", session, code, body)
+		}
+		var spans []struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(body, &spans); err != nil {
+			t.Fatalf("trace view of %s: %v: %s", session, err, body)
+		}
+		names := make([]string, len(spans))
+		for i, s := range spans {
+			names[i] = s.Name
+		}
+		return names
+	}
+	for _, id := range []string{"s1", "s2", "s3"} {
+		sc.createSession("u", id)
+		if code, _ := sc.runSSE(runBody("u", id, "hi", true)); code != http.StatusOK {
+			t.Fatalf("turn of %s: %d", id, code)
+		}
+	}
+	if got := view("s3"); !slices.Contains(got, "POST /run_sse") {
+		t.Errorf("newest session's trace view %v lacks its turn", got)
+	}
+	if got := view("s1"); len(got) != 0 {
+		t.Errorf("oldest session's trace view %v: want it gone with 2 traces kept", got)
 	}
 }
