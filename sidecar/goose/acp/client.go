@@ -75,14 +75,15 @@ var ErrClosed = errors.New("goose ACP client closed")
 //
 // Each session's replies run on a WebSocket of its own, dialled on the
 // session's first use, kept while the session is in use and closed after
-// IdleTimeout (UnusedIdleTimeout before its first reply); calls not tied to a reply share one control connection. goose
-// has no flow control and no per-session error on a connection: a frame over
-// its 16 MiB limit or a full 1024-message outbound queue drops the whole
-// socket (goose-acp-connections.md §4). Sharing one socket let any session's
-// fault or burst end every turn in flight; one socket per session bounds that
-// to the session, makes a slow reader slow only its own session (see
-// wsConn) and costs goose no more than it spends per session anyway (an
-// agent and its extensions per session and connection, §1).
+// IdleTimeout (UnusedIdleTimeout before its first reply); calls not tied to
+// a reply share one control connection. goose has no flow control and no
+// per-session error on a connection: a frame over its 16 MiB limit or a
+// full 1024-message outbound queue drops the whole socket
+// (goose-acp-connections.md §4). Sharing one socket let any session's fault
+// or burst end every turn in flight; one socket per session bounds that to
+// the session, makes a slow reader slow only its own session (see wsConn)
+// and costs goose no more than it spends per session anyway (an agent and
+// its extensions per session and connection, §1).
 type Client struct {
 	cfg     Config
 	httpURL string // base for /status
@@ -423,9 +424,9 @@ func (c *Client) idleLocked(cn *conn) {
 }
 
 // closeIdle closes a session connection that ran no reply for IdleTimeout
-// (UnusedIdleTimeout when it never ran one):
-// goose then drops the session's agent and extensions (§2.5); the next reply
-// dials again and goose activates the session lazily.
+// (UnusedIdleTimeout when it never ran one): goose then drops the session's
+// agent and extensions (§2.5); the next reply dials again and goose
+// activates the session lazily.
 func (c *Client) closeIdle(cn *conn) {
 	c.mu.Lock()
 	if r := c.replies[cn.session]; (r != nil && r.cn == cn) || c.sessions[cn.session] != cn {

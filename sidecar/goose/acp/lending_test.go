@@ -52,7 +52,7 @@ func TestLendingConnReadsWhatArrives(t *testing.T) {
 		p := make([]byte, 1+sizes.IntN(6000))
 		n, err := c.Read(p)
 		got = append(got, p[:n]...)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

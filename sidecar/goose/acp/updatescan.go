@@ -176,20 +176,20 @@ func (s *scanner) updateMember(f *updateFields, key []byte) bool {
 			}
 			return s.skip(0)
 		})
-	case fieldUsed: // the SDK's int, gooseUpdate's int64: both int64 here
-		return s.intInto(&f.used, strconv.IntSize)
+	case fieldUsed: // the SDK's int and gooseUpdate's int64: both hold an int
+		return s.intInto(&f.used) && fitsInt(f.used)
 	case fieldSize:
-		return s.intInto(&f.size, strconv.IntSize)
+		return s.intInto(&f.size) && fitsInt(f.size)
 	case fieldCost:
 		return s.null() || s.stableCost(f)
 	case fieldTitle, fieldUpdatedAt: // *string
 		return s.null() || s.skipString()
 	case fieldContextLimit:
-		return s.intInto(&f.contextLimit, 64)
+		return s.intInto(&f.contextLimit)
 	case fieldAccumulatedInput:
-		return s.intInto(&f.accumulatedInput, 64)
+		return s.intInto(&f.accumulatedInput)
 	case fieldAccumulatedOutput:
-		return s.intInto(&f.accumulatedOutput, 64)
+		return s.intInto(&f.accumulatedOutput)
 	case fieldAccumulatedCost:
 		return s.floatOrNullInto(&f.accumulatedCost)
 	case fieldMessageID:
@@ -248,11 +248,11 @@ func (s *scanner) messageUsage(f *updateFields) bool {
 	return s.object(func(key []byte) bool {
 		switch string(key) {
 		case "inputTokens":
-			return first(&input) && s.intInto(&u.InputTokens, 64)
+			return first(&input) && s.intInto(&u.InputTokens)
 		case "outputTokens":
-			return first(&output) && s.intInto(&u.OutputTokens, 64)
+			return first(&output) && s.intInto(&u.OutputTokens)
 		case "totalTokens":
-			return first(&total) && s.intInto(&u.TotalTokens, 64)
+			return first(&total) && s.intInto(&u.TotalTokens)
 		case "cost":
 			return first(&cost) && s.floatOrNullInto(&u.Cost)
 		case "cacheReadTokens", "cacheWriteTokens", "costSource", "elapsedMs", "timeToFirstTokenMs", "isCompaction":
@@ -262,18 +262,21 @@ func (s *scanner) messageUsage(f *updateFields) bool {
 	})
 }
 
-// intInto reads an integer as encoding/json reads one into a signed integer
-// of bits bits (a null, which it ignores, is left to it).
-func (s *scanner) intInto(dst *int64, bits int) bool {
+// intInto reads an integer as encoding/json reads one into an int64 (a
+// null, which it ignores, is left to it).
+func (s *scanner) intInto(dst *int64) bool {
 	s.space()
 	start := s.i
 	if !s.number() {
 		return false
 	}
-	v, err := strconv.ParseInt(string(s.b[start:s.i]), 10, bits)
+	v, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
 	*dst = v
 	return err == nil
 }
+
+// fitsInt reports whether v fits the SDK's int fields (always, on 64 bits).
+func fitsInt(v int64) bool { return int64(int(v)) == v }
 
 // floatInto reads a number as encoding/json reads one into a float64.
 func (s *scanner) floatInto(dst *float64) bool {

@@ -10,7 +10,7 @@ import (
 // ends.
 func Pair(t testing.TB) (client, server net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +20,7 @@ func Pair(t testing.TB) (client, server net.Conn) {
 		c, _ := ln.Accept()
 		accepted <- c
 	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
+	client, err = (&net.Dialer{}).DialContext(t.Context(), "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
