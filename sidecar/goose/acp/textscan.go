@@ -25,24 +25,32 @@ import (
 // holds it to that: what it takes, the other reads the same.
 func scanTextChunkFrame(frame []byte) (_ decoded, ok bool) {
 	s := scanner{b: frame}
-	var method, params bool
 	var d decoded
+	var method []byte
 	var ev textChunkFields
-	if !s.object(func(key []byte) bool {
+	if !s.notification(&d, &method, func() bool { return s.update(&ev) }) || string(method) != methodSessionUpdate {
+		return decoded{}, false
+	}
+	return ev.decoded(d.SessionID)
+}
+
+// notification reads a whole notification frame: jsonrpc, method (into
+// method, aliasing the frame when it can) and params, whose update the
+// update func reads. False for anything else in it, and for a frame without
+// params or a sessionId.
+func (s *scanner) notification(d *decoded, method *[]byte, update func() bool) bool {
+	var methodRead, params bool
+	return s.object(func(key []byte) bool {
 		switch string(key) {
 		case "jsonrpc":
 			return s.skipString()
 		case "method":
-			method = s.is(methodSessionUpdate)
-			return method
+			return first(&methodRead) && s.bytesInto(method)
 		case "params":
-			return first(&params) && s.params(&d, &ev)
+			return first(&params) && s.params(d, update)
 		}
 		return false // id, result, error, or a name the whole read would weigh
-	}) || !s.end() || !method || !params || d.SessionID == "" {
-		return decoded{}, false
-	}
-	return ev.decoded(d.SessionID)
+	}) && s.end() && params && d.SessionID != ""
 }
 
 // textChunkFields is what scanTextChunkFrame collects of a chunk's update.
@@ -74,15 +82,16 @@ func (f *textChunkFields) decoded(sessionID string) (decoded, bool) {
 	return d, true
 }
 
-// params reads a session/update's params: sessionId, update and _meta.
-func (s *scanner) params(d *decoded, f *textChunkFields) bool {
-	var id, update, meta bool
+// params reads a notification's params: sessionId, update (read by the
+// update func) and _meta.
+func (s *scanner) params(d *decoded, update func() bool) bool {
+	var id, updateRead, meta bool
 	return s.object(func(key []byte) bool {
 		switch string(key) {
 		case "sessionId":
 			return first(&id) && s.strInto(&d.SessionID)
 		case "update":
-			return first(&update) && s.update(f)
+			return first(&updateRead) && update()
 		case "_meta": // an object of anything (the SDK's map[string]any), or null
 			return first(&meta) && s.objectOrNull(s.skipMember)
 		}

@@ -26,24 +26,15 @@ import (
 // transport and decodeNotification read the same.
 func scanUpdateFrame(frame []byte) (_ decoded, ok bool) {
 	s := scanner{b: frame}
-	var method string
-	var methodRead, paramsRead bool
 	var d decoded
+	var method []byte
 	var f updateFields
-	if !s.object(func(key []byte) bool {
-		switch string(key) {
-		case "jsonrpc":
-			return s.skipString()
-		case "method":
-			return first(&methodRead) && s.strInto(&method)
-		case "params":
-			return first(&paramsRead) && s.updateParams(&d, &f)
-		}
-		return false // id, result, error, or a name the whole read would weigh
-	}) || !s.end() || !paramsRead || d.SessionID == "" {
+	if !s.notification(&d, &method, func() bool {
+		return s.object(func(key []byte) bool { return s.updateMember(&f, key) })
+	}) {
 		return decoded{}, false
 	}
-	switch method {
+	switch string(method) {
 	case methodSessionUpdate:
 		return f.stable(d)
 	case methodGooseUpdate:
@@ -140,22 +131,6 @@ func (f *updateFields) custom(d decoded) (decoded, bool) {
 		return decoded{}, false
 	}
 	return d, true
-}
-
-// updateParams reads a notification's params: sessionId, update and _meta.
-func (s *scanner) updateParams(d *decoded, f *updateFields) bool {
-	var id, update, meta bool
-	return s.object(func(key []byte) bool {
-		switch string(key) {
-		case "sessionId":
-			return first(&id) && s.strInto(&d.SessionID)
-		case "update":
-			return first(&update) && s.object(func(key []byte) bool { return s.updateMember(f, key) })
-		case "_meta":
-			return first(&meta) && s.objectOrNull(s.skipMember)
-		}
-		return false
-	})
 }
 
 // updateMember reads one member of an update, each as its field in the SDK's
