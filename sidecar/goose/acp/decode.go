@@ -244,15 +244,12 @@ func decodeSessionUpdate(params []byte) (decoded, error) {
 		}
 	case u.UsageUpdate != nil:
 		uu := u.UsageUpdate
-		// Stable usage_update: used = last call's total, size = context
-		// limit, cost = accumulated cost when known (§3.1).
-		ev := &goose.UsageUpdate{Last: goose.Usage{TotalTokens: int64(uu.Used)}, ContextLimit: int64(uu.Size)}
+		var cost *float64
 		if uu.Cost != nil {
 			c := uu.Cost.Amount
-			ev.Accumulated.Cost = &c
+			cost = &c
 		}
-		d.Event = ev
-		d.StableUsage = true
+		d.stableUsage(int64(uu.Used), int64(uu.Size), cost)
 	}
 	return d, nil
 }
@@ -297,29 +294,21 @@ func decodeGooseUpdate(params []byte) (decoded, error) {
 	u := &g.Update
 	switch u.SessionUpdate {
 	case "usage_update":
-		// goose sends no accumulated total: Normalized derives it.
-		acc := goose.Usage{
+		d.gooseUsage(u.Used, u.ContextLimit, goose.Usage{
 			InputTokens:  u.AccumulatedInputTokens,
 			OutputTokens: u.AccumulatedOutputTokens,
 			Cost:         u.AccumulatedCost,
-		}.Normalized()
-		d.Accumulated = &acc
-		d.Event = &goose.UsageUpdate{
-			Last:           goose.Usage{TotalTokens: u.Used},
-			Accumulated:    acc,
-			HasAccumulated: true,
-			ContextLimit:   u.ContextLimit,
-		}
+		})
 	case "message_usage":
 		if u.Usage == nil {
 			return d, nil
 		}
-		d.Event = &goose.UsageUpdate{Last: goose.Usage{
+		d.messageUsage(goose.Usage{
 			InputTokens:  u.Usage.InputTokens,
 			OutputTokens: u.Usage.OutputTokens,
 			TotalTokens:  u.Usage.TotalTokens,
 			Cost:         u.Usage.Cost,
-		}.Normalized()}
+		})
 	case "status_message":
 		if u.Status == nil {
 			return d, nil
@@ -331,6 +320,30 @@ func decodeGooseUpdate(params []byte) (decoded, error) {
 		d.Event = &goose.Notification{Kind: kind, Message: u.Status.Message}
 	}
 	return d, nil
+}
+
+// What goose's usage notifications mean, whichever reader read them
+// (decodeSessionUpdate and decodeGooseUpdate, or scanUpdateFrame):
+
+// stableUsage: the stable usage_update's used is the last call's total,
+// size the context limit, cost the accumulated cost when known (§3.1).
+func (d *decoded) stableUsage(used, size int64, cost *float64) {
+	ev := &goose.UsageUpdate{Last: goose.Usage{TotalTokens: used}, ContextLimit: size}
+	ev.Accumulated.Cost = cost
+	d.Event, d.StableUsage = ev, true
+}
+
+// gooseUsage: goose's own usage_update carries the session's running
+// totals; goose sends no accumulated total, Normalized derives it.
+func (d *decoded) gooseUsage(used, contextLimit int64, accumulated goose.Usage) {
+	acc := accumulated.Normalized()
+	d.Accumulated = &acc
+	d.Event = &goose.UsageUpdate{Last: goose.Usage{TotalTokens: used}, Accumulated: acc, HasAccumulated: true, ContextLimit: contextLimit}
+}
+
+// messageUsage: message_usage is one provider call's usage.
+func (d *decoded) messageUsage(last goose.Usage) {
+	d.Event = &goose.UsageUpdate{Last: last.Normalized()}
 }
 
 // messageID prefers the ACP field and falls back to goose's

@@ -105,9 +105,7 @@ func (f *updateFields) only(allowed updateField) bool {
 func (f *updateFields) stable(d decoded) (decoded, bool) {
 	switch {
 	case f.kind == "usage_update" && f.only(fieldUsed|fieldSize|fieldCost|fieldMeta):
-		ev := &goose.UsageUpdate{Last: goose.Usage{TotalTokens: f.used}, ContextLimit: f.size}
-		ev.Accumulated.Cost = f.cost
-		d.Event, d.StableUsage = ev, true
+		d.stableUsage(f.used, f.size, f.cost)
 	case f.kind == "session_info_update" && f.only(fieldMeta|fieldTitle|fieldUpdatedAt):
 		d.ActiveRun = f.activeRun
 	default:
@@ -120,12 +118,10 @@ func (f *updateFields) stable(d decoded) (decoded, bool) {
 func (f *updateFields) custom(d decoded) (decoded, bool) {
 	switch {
 	case f.kind == "usage_update" && f.only(fieldUsed|fieldContextLimit|fieldAccumulatedInput|fieldAccumulatedOutput|fieldAccumulatedCost):
-		acc := goose.Usage{InputTokens: f.accumulatedInput, OutputTokens: f.accumulatedOutput, Cost: f.accumulatedCost}.Normalized()
-		d.Accumulated = &acc
-		d.Event = &goose.UsageUpdate{Last: goose.Usage{TotalTokens: f.used}, Accumulated: acc, HasAccumulated: true, ContextLimit: f.contextLimit}
+		d.gooseUsage(f.used, f.contextLimit, goose.Usage{InputTokens: f.accumulatedInput, OutputTokens: f.accumulatedOutput, Cost: f.accumulatedCost})
 	case f.kind == "message_usage" && f.only(fieldMessageID|fieldUsage):
 		if f.usage != nil {
-			d.Event = &goose.UsageUpdate{Last: f.usage.Normalized()}
+			d.messageUsage(*f.usage)
 		}
 	default:
 		return decoded{}, false
