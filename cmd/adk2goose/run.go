@@ -50,6 +50,20 @@ type options struct {
 	gooseSecretEnv string // GOOSE_SERVER__SECRET_KEY, env only: never a flag (it would show in ps)
 }
 
+// fromEnv is a flag's default: env's value read by parse when it is set
+// (a value parse refuses is added to errs), else def.
+func fromEnv[T any](getenv func(string) string, env string, def T, parse func(string) (T, error), errs *[]error) T {
+	v := getenv(env)
+	if v == "" {
+		return def
+	}
+	parsed, err := parse(v)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("failed to parse %s: %w", env, err))
+	}
+	return parsed
+}
+
 // parse reads flags, falling back to the environment, then to defaults.
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
 	o := &options{gooseSecretEnv: getenv("GOOSE_SERVER__SECRET_KEY")}
@@ -64,34 +78,13 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		fs.StringVar(p, name, def, usage+" (env "+env+")")
 	}
 	dur := func(p *time.Duration, name, env string, def time.Duration, usage string) {
-		if v := getenv(env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("failed to parse %s: %w", env, err))
-			}
-			def = d
-		}
-		fs.DurationVar(p, name, def, usage+" (env "+env+")")
+		fs.DurationVar(p, name, fromEnv(getenv, env, def, time.ParseDuration, &errs), usage+" (env "+env+")")
 	}
 	boolean := func(p *bool, name, env string, def bool, usage string) {
-		if v := getenv(env); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("failed to parse %s: %w", env, err))
-			}
-			def = b
-		}
-		fs.BoolVar(p, name, def, usage+" (env "+env+")")
+		fs.BoolVar(p, name, fromEnv(getenv, env, def, strconv.ParseBool, &errs), usage+" (env "+env+")")
 	}
 	count := func(p *int, name, env string, def int, usage string) {
-		if v := getenv(env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("failed to parse %s: %w", env, err))
-			}
-			def = n
-		}
-		fs.IntVar(p, name, def, usage+" (env "+env+")")
+		fs.IntVar(p, name, fromEnv(getenv, env, def, strconv.Atoi, &errs), usage+" (env "+env+")")
 	}
 	size := func(p *int64, name, env string, def int64, usage string) {
 		s := humanize.IBytes(uint64(def))
