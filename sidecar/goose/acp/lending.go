@@ -22,6 +22,9 @@ type lendingConn struct {
 	raw  syscall.RawConn
 	buf  *[]byte // borrowed while it holds (*buf)[r:w] unread; else nil
 	r, w int
+	// borrow and giveBack as funcs, made once rather than on every read.
+	borrowFn   func() []byte
+	giveBackFn func()
 }
 
 // lentReadBufferSize is gorilla's read buffer in front of a lendingConn:
@@ -43,7 +46,9 @@ func lendReads(c net.Conn) net.Conn {
 	if raw == nil {
 		return c
 	}
-	return &lendingConn{Conn: c, raw: raw}
+	lc := &lendingConn{Conn: c, raw: raw}
+	lc.borrowFn, lc.giveBackFn = lc.borrow, lc.giveBack
+	return lc
 }
 
 func (c *lendingConn) Read(p []byte) (int, error) {
@@ -51,7 +56,7 @@ func (c *lendingConn) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	if c.buf == nil {
-		n, err := sockread.Read(c.Conn, c.raw, c.borrow, c.giveBack)
+		n, err := sockread.Read(c.Conn, c.raw, c.borrowFn, c.giveBackFn)
 		if err != nil {
 			c.giveBack()
 			return 0, err
