@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -61,21 +62,52 @@ func (l bodyLimits) readDeadline(next http.Handler) http.Handler {
 	})
 }
 
-// bufferedBody is a request body read whole by bodyLimits.buffer.
+// bufferedBody is a request body read whole by bodyLimits.buffer. Once
+// read out it lets its bytes go: a handler decodes a body when it starts,
+// and a stream then lasts minutes with the request still reachable.
 type bufferedBody struct {
-	*bytes.Reader
-	b []byte
+	b   []byte // nil once read out
+	off int
 }
 
-func (bufferedBody) Close() error { return nil }
+func (b *bufferedBody) Read(p []byte) (int, error) {
+	if b.off == len(b.b) {
+		b.b, b.off = nil, 0
+		return 0, io.EOF
+	}
+	n := copy(p, b.b[b.off:])
+	if b.off += n; b.off == len(b.b) {
+		b.b, b.off = nil, 0
+	}
+	return n, nil
+}
 
-// bodyBytes returns the request's body when buffer read it, without copying.
+func (*bufferedBody) Close() error { return nil }
+
+// bodyBytes returns the request's body when buffer read it, without
+// copying: what is left of it, none once a handler has read it out.
 func bodyBytes(r *http.Request) ([]byte, bool) {
-	b, ok := r.Body.(bufferedBody)
+	b, ok := r.Body.(*bufferedBody)
 	if !ok {
 		return nil, false
 	}
-	return b.b, true
+	return b.b[b.off:], true
+}
+
+// readBody reads body whole, given its declared length n (-1: unknown):
+// into a slice of exactly n bytes when n is known, as it nearly always is
+// (a buffer grown as it reads holds at least 512 bytes more).
+func readBody(body io.Reader, n int64) ([]byte, error) {
+	if n < 0 {
+		var buf bytes.Buffer
+		_, err := buf.ReadFrom(body)
+		return buf.Bytes(), err
+	}
+	b := make([]byte, n)
+	// net/http's body of a declared length ends there, and reports a
+	// connection that ends before it as io.ErrUnexpectedEOF.
+	_, err := io.ReadFull(body, b)
+	return b, err
 }
 
 // buffer reads the body within its cap and deadline, or answers 413/408.
@@ -90,12 +122,7 @@ func (l bodyLimits) buffer(next http.Handler) http.Handler {
 			writeJSONError(w, r, http.StatusRequestEntityTooLarge, "REQUEST_TOO_LARGE", tooLarge(limit))
 			return
 		}
-		size := r.ContentLength
-		if size < 0 || size > limit {
-			size = 0
-		}
-		buf := bytes.NewBuffer(make([]byte, 0, size+1))
-		_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+		b, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 		var mbe *http.MaxBytesError
 		var ne net.Error
 		switch {
@@ -112,8 +139,7 @@ func (l bodyLimits) buffer(next http.Handler) http.Handler {
 		}
 		// The body is in; net/http clears the read deadline itself when it
 		// starts watching the connection for the client going away.
-		b := buf.Bytes()
-		r.Body = bufferedBody{Reader: bytes.NewReader(b), b: b}
+		r.Body = &bufferedBody{b: b}
 		r.ContentLength = int64(len(b))
 		r.Header.Set("Content-Length", strconv.Itoa(len(b)))
 		next.ServeHTTP(w, r)
