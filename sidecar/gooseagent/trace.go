@@ -46,6 +46,11 @@ type turnSpans struct {
 	prompt    trace.Span
 	promptCtx context.Context
 	tools     map[string]trace.Span
+	// firstEvent is when the turn's first event went out while prompt was
+	// open. endPrompt puts it on the span: what a span is given before it
+	// ends is seen only once it ends, and given then, a stream that lasts
+	// minutes does not hold the span's grown attribute and event lists.
+	firstEvent time.Time
 }
 
 func (t *turn) tracer() trace.Tracer { return t.g.tracer }
@@ -82,15 +87,20 @@ func (t *turn) endPrompt() {
 	if t.errorCode != "" {
 		t.spans.prompt.SetStatus(codes.Error, t.errorCode)
 	}
-	t.spans.prompt.SetAttributes(attribute.Bool("adk2goose.awaiting_confirmation", t.paused))
+	attrs := []attribute.KeyValue{attribute.Bool("adk2goose.awaiting_confirmation", t.paused)}
+	if at := t.spans.firstEvent; !at.IsZero() {
+		t.spans.prompt.AddEvent("first_event", trace.WithTimestamp(at))
+		attrs = append(attrs, attrFirstEventMS.Float64(float64(t.firstEvent)/float64(time.Millisecond)))
+	}
+	t.spans.prompt.SetAttributes(attrs...)
 	t.spans.prompt.End()
 }
 
-// firstEvent notes the time to the turn's first event on the prompt span.
-func (t *turn) traceFirstEvent(d time.Duration) {
+// traceFirstEvent notes the turn's first event, at, for the prompt span
+// (endPrompt).
+func (t *turn) traceFirstEvent(at time.Time) {
 	if t.spans.prompt != nil {
-		t.spans.prompt.AddEvent("first_event")
-		t.spans.prompt.SetAttributes(attrFirstEventMS.Float64(float64(d) / float64(time.Millisecond)))
+		t.spans.firstEvent = at
 	}
 }
 

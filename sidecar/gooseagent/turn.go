@@ -512,8 +512,9 @@ func (t *turn) emit(ev *session.Event) bool {
 		clear(t.stateDelta)
 	}
 	if t.events == 0 {
-		t.firstEvent = time.Since(t.start)
-		t.traceFirstEvent(t.firstEvent)
+		now := time.Now()
+		t.firstEvent = now.Sub(t.start)
+		t.traceFirstEvent(now)
 	}
 	t.events++
 	if !t.yield(ev, nil) {

@@ -198,6 +198,60 @@ POST /run_sse (parent ` + second + `)
 	}
 }
 
+// TestPromptSpanTimesTheFirstEvent: the goose.prompt span says when the
+// turn's first event went out (its first_event event, stamped then, though
+// the span is given it as it ends) and how long after the turn began
+// (adk2goose.time_to_first_event_ms).
+func TestPromptSpanTimesTheFirstEvent(t *testing.T) {
+	tp, exp := tracing()
+	const gap = 100 * time.Millisecond // between the first delta and the end; a loaded machine only makes it longer
+	script := func(_, _ string) goosetest.Reply {
+		return goosetest.Reply{Steps: []goosetest.Step{{Text: "first"}, {Delay: gap, Text: " and last"}}}
+	}
+	fake := goosetest.NewServe(t, goosetest.WithServeScript(script))
+	b, err := acp.New(acp.Config{URL: fake.URL, SecretKey: fake.Secret, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	sc := startSidecar(t, b, t.TempDir(), func(c *server.Config) { c.TracerProvider = tp })
+	sc.createSession("u", "timed")
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	if frames := sc.runSSEWith(runBody("u", "timed", "hi", true), "00-"+traceID+"-00f067aa0ba902b7-01"); !strings.Contains(mustJSON(t, frames), "and last") {
+		t.Fatalf("run: %v", frames)
+	}
+	tid, _ := trace.TraceIDFromHex(traceID)
+	var prompt *tracetest.SpanStub
+	for _, s := range spansOf(exp, tid) {
+		if s.Name == gooseagent.SpanPrompt {
+			prompt = &s
+		}
+	}
+	if prompt == nil {
+		t.Fatalf("no %s span in %s", gooseagent.SpanPrompt, tree(spansOf(exp, tid)))
+	}
+	var first time.Time
+	for _, e := range prompt.Events {
+		if e.Name == "first_event" {
+			first = e.Time
+		}
+	}
+	if first.IsZero() || first.Before(prompt.StartTime) || first.After(prompt.EndTime.Add(-gap)) {
+		t.Errorf("first_event at %v, want it within the span (%v to %v) and at least %v before its end",
+			first, prompt.StartTime, prompt.EndTime, gap)
+	}
+	var ms float64
+	for _, a := range prompt.Attributes {
+		if a.Key == "adk2goose.time_to_first_event_ms" {
+			ms = a.Value.AsFloat64()
+		}
+	}
+	// The turn began before its prompt span did.
+	if sincePrompt := float64(first.Sub(prompt.StartTime)) / float64(time.Millisecond); ms <= 0 || ms < sincePrompt {
+		t.Errorf("time_to_first_event_ms = %v, want it at least the %v ms from the span's start to its first_event", ms, sincePrompt)
+	}
+}
+
 // runSSEWith is runSSE with a traceparent header.
 func (s *sidecar) runSSEWith(body any, traceparent string) []sseFrame {
 	s.t.Helper()
