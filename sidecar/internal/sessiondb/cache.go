@@ -94,6 +94,12 @@ func (c *Cache) written(k sessionKey, scopes bool, st scopedState, updated time.
 	if scopes {
 		c.emptyLocked()
 	}
+	c.putLocked(k, e)
+}
+
+// putLocked makes e session k's entry, unless it is too large to keep,
+// making room for it.
+func (c *Cache) putLocked(k sessionKey, e *cacheEntry) {
 	c.removeLocked(k)
 	if e.size > c.maxBytes/16 {
 		return
@@ -106,6 +112,36 @@ func (c *Cache) written(k sessionKey, scopes bool, st scopedState, updated time.
 	}
 	c.entries[k] = e
 	c.bytes += e.size
+}
+
+// stored is session k's entry as the last write left it, for a write that
+// changes no state (see appended); ok is false when it is not cached.
+func (c *Cache) stored(k sessionKey) (e *cacheEntry, ok bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok = c.entries[k]
+	return e, ok
+}
+
+// appended records, in its transaction, a write of session k that changed
+// no state and was made from prev, its entry (stored): the session's
+// state stays as prev holds it, already encoded. updated is its update
+// time now, newest its newest event. If prev is no longer the entry (a
+// read dropped it, see session), the session stays out.
+func (c *Cache) appended(k sessionKey, prev *cacheEntry, updated time.Time, newest *eventRow) {
+	e := &cacheEntry{state: prev.state, updated: updated, newest: newest, size: newest.size()}
+	for _, b := range prev.state {
+		e.size += len(b)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[k] != prev {
+		return
+	}
+	c.putLocked(k, e)
 }
 
 // dropped forgets session k after a write that failed or was not kept

@@ -71,6 +71,7 @@ const (
 		"ORDER BY timestamp DESC LIMIT 1"
 	deleteEvents        = "DELETE FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?"
 	touchSession        = "UPDATE sessions SET update_time = ? WHERE app_name = ? AND user_id = ? AND id = ?"
+	touchSessionAt      = touchSession + " AND update_time = ?"
 	touchSessionAndSave = "UPDATE sessions SET update_time = ?, state = ? WHERE app_name = ? AND user_id = ? AND id = ?"
 )
 
@@ -301,13 +302,22 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 	delta := splitState(stored.Actions.StateDelta)
 	known := sess.LastUpdateTime()
 	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		// An event that changes no state, the common one (a user's message,
+		// goose's answer), of a session the cache holds: the session is not
+		// read again (appendUnchanged).
+		if len(delta.session) == 0 && !delta.scoped() {
+			if prev, ok := s.cache.stored(k); ok {
+				if done, err := s.appendUnchanged(ctx, tx, sess, prev, known, &evRow, ev.Timestamp); done || err != nil {
+					return err
+				}
+			}
+		}
 		row, updated, err := loadSession(ctx, tx, sess.app, sess.user, sess.id)
 		if err != nil {
 			return fmt.Errorf("cannot apply event: %w", err)
 		}
-		if updated.UnixMicro() > known.UnixMicro() {
-			return fmt.Errorf("stale session error: last update time from request (%s) is older than in database (%s)",
-				time.UnixMicro(known.UnixMicro()).Format(time.RFC3339Nano), time.UnixMicro(updated.UnixMicro()).Format(time.RFC3339Nano))
+		if err := checkFresh(known, updated); err != nil {
+			return err
 		}
 		newest, err := s.isNewest(ctx, tx, k, evRow.timestamp)
 		if err != nil {
@@ -346,6 +356,47 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 		return err
 	}
 	sess.setUpdated(ev.Timestamp)
+	return nil
+}
+
+// appendUnchanged is AppendEvent's transaction for an event that changes
+// no state, of session sess whose cache entry is prev: the session's
+// update time and the event's row are written, and the session is not
+// read. What the cache holds is what the file holds, as only the services
+// sharing it write the file; the update checks that all the same, by the
+// update time prev holds, and changes nothing otherwise: done is then
+// false, and the caller reads the session from the file.
+func (s *Service) appendUnchanged(ctx context.Context, tx *sql.Tx, sess *storedSession, prev *cacheEntry, known time.Time, evRow *eventRow, at time.Time) (done bool, err error) {
+	k := sessionKey{sess.app, sess.user, sess.id}
+	if err := checkFresh(known, prev.updated); err != nil {
+		return false, err
+	}
+	res, err := tx.ExecContext(ctx, touchSessionAt, at, sess.app, sess.user, sess.id, prev.updated)
+	if err != nil {
+		return false, fmt.Errorf("failed to save session state: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		s.cache.dropped(k, false)
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, insertEvent, evRow.args(sess.app, sess.user, sess.id)...); err != nil {
+		return false, fmt.Errorf("failed to save event: %w", err)
+	}
+	if prev.newest == nil || evRow.timestamp.After(prev.newest.timestamp) {
+		s.cache.appended(k, prev, at, evRow)
+	} else {
+		s.cache.dropped(k, false)
+	}
+	return true, nil
+}
+
+// checkFresh refuses a write made from a copy of the session read at known
+// when the stored session was updated since (at updated), as adk-go does.
+func checkFresh(known, updated time.Time) error {
+	if updated.UnixMicro() > known.UnixMicro() {
+		return fmt.Errorf("stale session error: last update time from request (%s) is older than in database (%s)",
+			time.UnixMicro(known.UnixMicro()).Format(time.RFC3339Nano), time.UnixMicro(updated.UnixMicro()).Format(time.RFC3339Nano))
+	}
 	return nil
 }
 

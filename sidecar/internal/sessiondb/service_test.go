@@ -640,6 +640,8 @@ func TestCacheUnderConcurrentWrites(t *testing.T) {
 			for j := range events {
 				delta := map[string]any{"n": float64(j)}
 				switch j % 7 {
+				case 1, 4: // no state: the session is not read (appendUnchanged)
+					delta = nil
 				case 3:
 					delta["app:last"] = id
 				case 5:
@@ -688,6 +690,122 @@ func TestCacheUnderConcurrentWrites(t *testing.T) {
 	// The last write that emptied the cache kept its own session.
 	if held == 0 {
 		t.Error("the cache holds no session: the comparison tested the database only")
+	}
+}
+
+// An event that changes no state is appended to a session the cache holds
+// without reading the session; the write still checks, by its update
+// time, that the file holds what the cache does, and when another writer
+// changed or deleted the session it reads the session after all: a copy
+// newer than the cache's writes, one older is stale, a deleted session is
+// not found, and the cache follows.
+func TestCachedAppendIsCheckedAgainstTheFile(t *testing.T) {
+	_, db := openADK(t)
+	cache := sessiondb.NewCache(0)
+	svc := sessiondb.NewCached(db, cache)
+	other := sessiondb.New(db) // another writer, which the cache does not see
+	ctx := t.Context()
+	newest := &session.GetRequest{AppName: "app", UserID: "u", SessionID: "s", NumRecentEvents: 1}
+	whole := &session.GetRequest{AppName: "app", UserID: "u", SessionID: "s"}
+	if _, err := svc.Create(ctx, &session.CreateRequest{AppName: "app", UserID: "u", SessionID: "s", State: map[string]any{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	cached, err := svc.Get(ctx, newest) // from the cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AppendEvent(ctx, cached.Session, textEvent("e1", "user", "one", at(1))); err != nil {
+		t.Fatalf("append to a cached session: %v", err)
+	}
+	if !cache.Holds("app", "u", "s") {
+		t.Fatal("the cache let the session go after an append that changed no state")
+	}
+
+	// The other writer appends; the cache still holds e1's session.
+	stored, err := other.Get(ctx, whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AppendEvent(ctx, stored.Session, textEvent("e2", "goose", "two", at(2))); err != nil {
+		t.Fatal(err)
+	}
+	old, err := svc.Get(ctx, newest) // from the cache: e1's session
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AppendEvent(ctx, old.Session, textEvent("e3", "goose", "from the past", at(3))); err == nil || !strings.Contains(err.Error(), "stale session") {
+		t.Fatalf("append through a copy older than the file's session: %v, want stale session", err)
+	}
+	fresh, err := svc.Get(ctx, whole) // from the file: e2's session
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AppendEvent(ctx, fresh.Session, textEvent("e4", "goose", "four", at(4))); err != nil {
+		t.Fatalf("append through a copy as new as the file's session: %v", err)
+	}
+	a, err := svc.Get(ctx, newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := other.Get(ctx, newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, y := jsonOf(t, viewOf(a.Session)), jsonOf(t, viewOf(b.Session)); x != y || a.Session.Events().At(0).ID != "e4" {
+		t.Errorf("after the writes:\n  cached: %s\n  stored: %s\nwant both with e4 newest", x, y)
+	}
+	all, err := other.Get(ctx, whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for ev := range all.Session.Events().All() {
+		ids = append(ids, ev.ID)
+	}
+	if got := strings.Join(ids, " "); got != "e1 e2 e4" {
+		t.Errorf("stored events %q, want e1 e2 e4 (the stale e3 not written)", got)
+	}
+
+	// The other writer deletes the session the cache holds.
+	if err := other.Delete(ctx, &session.DeleteRequest{AppName: "app", UserID: "u", SessionID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := svc.Get(ctx, newest) // from the cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AppendEvent(ctx, gone.Session, textEvent("e5", "goose", "to nothing", at(5))); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("append to a session deleted behind the cache: %v, want not found", err)
+	}
+	if n := tableRows(t, db, "events"); strings.Contains(n, "e5") {
+		t.Errorf("the append to a deleted session left its event: %s", n)
+	}
+}
+
+// An append that changes no state to a session the cache holds does not
+// read the session: a state changed in the file behind the cache's back,
+// its update time left alone, is not seen (what the cache holds is what
+// its services wrote).
+func TestCachedAppendDoesNotReadTheSession(t *testing.T) {
+	_, db := openADK(t)
+	svc := sessiondb.NewCached(db, sessiondb.NewCache(0))
+	ctx := t.Context()
+	cr, err := svc.Create(ctx, &session.CreateRequest{AppName: "app", UserID: "u", SessionID: "s", State: map[string]any{"k": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE sessions SET state = '{"k":"behind"}'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AppendEvent(ctx, cr.Session, textEvent("e1", "user", "one", at(1))); err != nil {
+		t.Fatal(err)
+	}
+	got, err := svc.Get(ctx, &session.GetRequest{AppName: "app", UserID: "u", SessionID: "s", NumRecentEvents: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := got.Session.State().Get("k"); v != "v" || got.Session.Events().At(0).ID != "e1" {
+		t.Errorf("after the append: k = %v, newest %s; want the cache's v (the append did not read the file) and e1", v, got.Session.Events().At(0).ID)
 	}
 }
 
