@@ -364,12 +364,13 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 // update time and the event's row are written, and the session is not
 // read. What the cache holds is what the file holds, as only the services
 // sharing it write the file; the update checks that all the same, by the
-// update time prev holds, and changes nothing otherwise: done is then
-// false, and the caller reads the session from the file.
+// update time prev holds, and changes nothing otherwise. done is false
+// when it wrote nothing: the caller then reads the session from the file,
+// which also decides whether a copy older than prev is stale.
 func (s *Service) appendUnchanged(ctx context.Context, tx *sql.Tx, sess *storedSession, prev *cacheEntry, known time.Time, evRow *eventRow, at time.Time) (done bool, err error) {
 	k := sessionKey{sess.app, sess.user, sess.id}
-	if err := checkFresh(known, prev.updated); err != nil {
-		return false, err
+	if checkFresh(known, prev.updated) != nil {
+		return false, nil
 	}
 	res, err := tx.ExecContext(ctx, touchSessionAt, at, sess.app, sess.user, sess.id, prev.updated)
 	if err != nil {

@@ -696,9 +696,10 @@ func TestCacheUnderConcurrentWrites(t *testing.T) {
 // An event that changes no state is appended to a session the cache holds
 // without reading the session; the write still checks, by its update
 // time, that the file holds what the cache does, and when another writer
-// changed or deleted the session it reads the session after all: a copy
-// newer than the cache's writes, one older is stale, a deleted session is
-// not found, and the cache follows.
+// changed or deleted the session it reads the session after all, and the
+// file decides: a copy as new as the file's session writes (older or newer
+// than the cache's), one older is stale, a deleted session is not found,
+// and the cache follows.
 func TestCachedAppendIsCheckedAgainstTheFile(t *testing.T) {
 	_, db := openADK(t)
 	cache := sessiondb.NewCache(0)
@@ -766,6 +767,23 @@ func TestCachedAppendIsCheckedAgainstTheFile(t *testing.T) {
 		t.Errorf("stored events %q, want e1 e2 e4 (the stale e3 not written)", got)
 	}
 
+	// The other writer moves the update time back (an event stamped in the
+	// past): a copy read from the file is older than the cache's, and fresh.
+	behind, err := other.Get(ctx, whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AppendEvent(ctx, behind.Session, textEvent("e5", "goose", "in the past", at(3).Add(time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err = svc.Get(ctx, whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AppendEvent(ctx, fresh.Session, textEvent("e6", "goose", "six", at(6))); err != nil {
+		t.Fatalf("append through a copy as new as the file's session, older than the cache's: %v", err)
+	}
+
 	// The other writer deletes the session the cache holds.
 	if err := other.Delete(ctx, &session.DeleteRequest{AppName: "app", UserID: "u", SessionID: "s"}); err != nil {
 		t.Fatal(err)
@@ -774,10 +792,10 @@ func TestCachedAppendIsCheckedAgainstTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.AppendEvent(ctx, gone.Session, textEvent("e5", "goose", "to nothing", at(5))); !errors.Is(err, session.ErrNotFound) {
+	if err := svc.AppendEvent(ctx, gone.Session, textEvent("e7", "goose", "to nothing", at(7))); !errors.Is(err, session.ErrNotFound) {
 		t.Errorf("append to a session deleted behind the cache: %v, want not found", err)
 	}
-	if n := tableRows(t, db, "events"); strings.Contains(n, "e5") {
+	if n := tableRows(t, db, "events"); strings.Contains(n, "e7") {
 		t.Errorf("the append to a deleted session left its event: %s", n)
 	}
 }
