@@ -99,7 +99,9 @@ type Config struct {
 type Manager struct {
 	cfg  Config
 	root *os.Root
-	log  *slog.Logger
+	// beneath finds existing directories in fewer system calls than root.
+	beneath *beneath
+	log     *slog.Logger
 
 	// mu orders creation against sweeping, so a sweep cannot remove a
 	// parent directory between MkdirAll's steps or a directory in use.
@@ -138,7 +140,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to open workspace root: %w", err)
 	}
-	return &Manager{cfg: cfg, root: root, log: cfg.Logger, inUse: map[string]int{}}, nil
+	return &Manager{cfg: cfg, root: root, beneath: openBeneath(cfg.Root), log: cfg.Logger, inUse: map[string]int{}}, nil
 }
 
 // Close releases the root. Directories stay.
@@ -149,6 +151,7 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closed = true
+	m.beneath.close()
 	return m.root.Close()
 }
 
@@ -237,8 +240,11 @@ func (m *Manager) mark(rel string, marked time.Time) time.Time {
 // marked used (the zero time when it is new). Each element must be a real
 // directory, not a link.
 func (m *Manager) ensure(rel string) (used time.Time, err error) {
-	// Most turns find their directory: looking at each element costs half
-	// the system calls of trying to create it.
+	// Most turns find their directory: looking costs fewer system calls
+	// than trying to create it, and beneath looks at once.
+	if mod, ok := m.beneath.modTime(rel); ok {
+		return mod, nil
+	}
 	fi, err := m.existingDir(rel)
 	if err == nil {
 		return fi.ModTime(), nil
