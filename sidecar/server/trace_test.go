@@ -204,7 +204,7 @@ POST /run_sse (parent ` + second + `)
 // (adk2goose.time_to_first_event_ms).
 func TestPromptSpanTimesTheFirstEvent(t *testing.T) {
 	tp, exp := tracing()
-	const gap = 100 * time.Millisecond // between the first delta and the end; a loaded machine only makes it longer
+	const gap = 200 * time.Millisecond // between the first delta and the end; a loaded machine only makes it longer
 	script := func(_, _ string) goosetest.Reply {
 		return goosetest.Reply{Steps: []goosetest.Step{{Text: "first"}, {Delay: gap, Text: " and last"}}}
 	}
@@ -236,9 +236,13 @@ func TestPromptSpanTimesTheFirstEvent(t *testing.T) {
 			first = e.Time
 		}
 	}
-	if first.IsZero() || first.Before(prompt.StartTime) || first.After(prompt.EndTime.Add(-gap)) {
+	// The first event goes out a little after goose sends the first delta,
+	// and the span ends soon after the last: a quarter of the gap is a
+	// bound that a loaded machine keeps, and an event stamped as the span
+	// ends breaks.
+	if first.IsZero() || first.Before(prompt.StartTime) || first.After(prompt.EndTime.Add(-gap/4)) {
 		t.Errorf("first_event at %v, want it within the span (%v to %v) and at least %v before its end",
-			first, prompt.StartTime, prompt.EndTime, gap)
+			first, prompt.StartTime, prompt.EndTime, gap/4)
 	}
 	var ms float64
 	for _, a := range prompt.Attributes {
