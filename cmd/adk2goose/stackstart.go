@@ -20,7 +20,7 @@ const stackStartSetting = "adaptivestackstart"
 // adaptivestackstart=0 added, and whether it added it: not when godebug
 // sets it already, which is the user's choice.
 func withStackStart(godebug string) (string, bool) {
-	for _, kv := range strings.Split(godebug, ",") {
+	for kv := range strings.SplitSeq(godebug, ",") {
 		if k, _, _ := strings.Cut(kv, "="); strings.TrimSpace(k) == stackStartSetting {
 			return godebug, false
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ import (
 // stream goes on with the request reachable.
 func TestBufferedBodyLetsGoOnceReadOut(t *testing.T) {
 	const body = `{"appName":"a","userId":"u","sessionId":"s"}`
-	r := httptest.NewRequest("POST", "/run_sse", nil)
+	r := httptest.NewRequest(http.MethodPost, "/run_sse", nil)
 	r.Body = &bufferedBody{b: []byte(body)}
 	if b, ok := bodyBytes(r); !ok || string(b) != body {
 		t.Fatalf("bodyBytes before the read = %q, %v; want the body", b, ok)

@@ -45,7 +45,7 @@ func (b *beneath) modTime(rel string) (mod time.Time, ok bool) {
 	if err != nil {
 		return time.Time{}, false
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return time.Time{}, false

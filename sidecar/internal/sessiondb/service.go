@@ -369,14 +369,18 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 // which also decides whether a copy older than prev is stale.
 func (s *Service) appendUnchanged(ctx context.Context, tx *sql.Tx, sess *storedSession, prev *cacheEntry, known time.Time, evRow *eventRow, at time.Time) (done bool, err error) {
 	k := sessionKey{sess.app, sess.user, sess.id}
-	if checkFresh(known, prev.updated) != nil {
+	if olderThan(known, prev.updated) {
 		return false, nil
 	}
 	res, err := tx.ExecContext(ctx, touchSessionAt, at, sess.app, sess.user, sess.id, prev.updated)
 	if err != nil {
 		return false, fmt.Errorf("failed to save session state: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("failed to save session state: %w", err)
+	}
+	if n != 1 {
 		s.cache.dropped(k, false)
 		return false, nil
 	}
@@ -394,12 +398,17 @@ func (s *Service) appendUnchanged(ctx context.Context, tx *sql.Tx, sess *storedS
 // checkFresh refuses a write made from a copy of the session read at known
 // when the stored session was updated since (at updated), as adk-go does.
 func checkFresh(known, updated time.Time) error {
-	if updated.UnixMicro() > known.UnixMicro() {
+	if olderThan(known, updated) {
 		return fmt.Errorf("stale session error: last update time from request (%s) is older than in database (%s)",
 			time.UnixMicro(known.UnixMicro()).Format(time.RFC3339Nano), time.UnixMicro(updated.UnixMicro()).Format(time.RFC3339Nano))
 	}
 	return nil
 }
+
+// olderThan reports whether a copy of a session read at known is older
+// than the session updated at updated, to the microsecond times are stored
+// with.
+func olderThan(known, updated time.Time) bool { return updated.UnixMicro() > known.UnixMicro() }
 
 // isNewest reports whether an event stamped at would be session k's
 // newest: false when the cache is off (nothing asks), or when an event the
