@@ -570,19 +570,26 @@ func TestCacheStaysWithinItsBytes(t *testing.T) {
 		t.Fatalf("the cache holds %d of %d sessions of about 1 KiB in %d bytes", l, n, maxBytes)
 	}
 	for i := range n {
-		req := &session.GetRequest{AppName: "app", UserID: "u", SessionID: fmt.Sprint("s", i), NumRecentEvents: 1}
-		a, err := svc.Get(t.Context(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := plain.Get(t.Context(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if x, y := jsonOf(t, viewOf(a.Session)), jsonOf(t, viewOf(b.Session)); x != y {
-			t.Errorf("session %d:\n  cached: %s\n  stored: %s", i, x, y)
-		}
+		cachedAsStored(t, svc, plain, &session.GetRequest{AppName: "app", UserID: "u", SessionID: fmt.Sprint("s", i), NumRecentEvents: 1})
 	}
+}
+
+// cachedAsStored checks that req reads the same through cached as through
+// plain, which reads the database, and returns what cached read.
+func cachedAsStored(t *testing.T, cached, plain session.Service, req *session.GetRequest) session.Session {
+	t.Helper()
+	a, err := cached.Get(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := plain.Get(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, y := jsonOf(t, viewOf(a.Session)), jsonOf(t, viewOf(b.Session)); x != y {
+		t.Errorf("session %s:\n  cached: %s\n  stored: %s", req.SessionID, x, y)
+	}
+	return a.Session
 }
 
 // What the cache holds is served without the database, which is why only
@@ -674,18 +681,7 @@ func TestCacheUnderConcurrentWrites(t *testing.T) {
 		if cache.Holds("app", user, id) {
 			held++
 		}
-		req := &session.GetRequest{AppName: "app", UserID: user, SessionID: id, NumRecentEvents: 1}
-		a, err := svc.Get(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := plain.Get(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if x, y := jsonOf(t, viewOf(a.Session)), jsonOf(t, viewOf(b.Session)); x != y {
-			t.Errorf("session %s:\n  cached: %s\n  stored: %s", id, x, y)
-		}
+		cachedAsStored(t, svc, plain, &session.GetRequest{AppName: "app", UserID: user, SessionID: id, NumRecentEvents: 1})
 	}
 	// The last write that emptied the cache kept its own session.
 	if held == 0 {
@@ -744,16 +740,8 @@ func TestCachedAppendIsCheckedAgainstTheFile(t *testing.T) {
 	if err := svc.AppendEvent(ctx, fresh.Session, textEvent("e4", "goose", "four", at(4))); err != nil {
 		t.Fatalf("append through a copy as new as the file's session: %v", err)
 	}
-	a, err := svc.Get(ctx, newest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := other.Get(ctx, newest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if x, y := jsonOf(t, viewOf(a.Session)), jsonOf(t, viewOf(b.Session)); x != y || a.Session.Events().At(0).ID != "e4" {
-		t.Errorf("after the writes:\n  cached: %s\n  stored: %s\nwant both with e4 newest", x, y)
+	if s := cachedAsStored(t, svc, other, newest); s.Events().At(0).ID != "e4" {
+		t.Errorf("after the writes the newest event is %s, want e4", s.Events().At(0).ID)
 	}
 	all, err := other.Get(ctx, whole)
 	if err != nil {
