@@ -88,7 +88,6 @@ import (
 // drain timeout ends.
 var ErrDraining = errors.New("adk2goose is shutting down")
 
-// Config configures New.
 // DefaultDebugTraces is how many turns' traces the ADK web UI's trace view
 // keeps by default, adkrest's own default (adk web's -trace_capacity). A
 // trace of a one-turn reply without tools holds about 2 KiB, so a busy
@@ -96,6 +95,7 @@ var ErrDraining = errors.New("adk2goose is shutting down")
 // shortens how far back the trace view reaches.
 const DefaultDebugTraces = 10000
 
+// Config configures New.
 type Config struct {
 	// Backend is the goose server. Required.
 	Backend goose.Backend
