@@ -307,7 +307,7 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 		// read again (appendUnchanged).
 		if len(delta.session) == 0 && !delta.scoped() {
 			if prev, ok := s.cache.stored(k); ok {
-				if done, err := s.appendUnchanged(ctx, tx, sess, prev, known, &evRow, ev.Timestamp); done || err != nil {
+				if done, err := s.appendUnchanged(ctx, tx, k, prev, known, &evRow, ev.Timestamp); done || err != nil {
 					return err
 				}
 			}
@@ -360,19 +360,18 @@ func (s *Service) AppendEvent(ctx context.Context, cur session.Session, ev *sess
 }
 
 // appendUnchanged is AppendEvent's transaction for an event that changes
-// no state, of session sess whose cache entry is prev: the session's
+// no state, of session k whose cache entry is prev: the session's
 // update time and the event's row are written, and the session is not
 // read. What the cache holds is what the file holds, as only the services
 // sharing it write the file; the update checks that all the same, by the
 // update time prev holds, and changes nothing otherwise. done is false
 // when it wrote nothing: the caller then reads the session from the file,
 // which also decides whether a copy older than prev is stale.
-func (s *Service) appendUnchanged(ctx context.Context, tx *sql.Tx, sess *storedSession, prev *cacheEntry, known time.Time, evRow *eventRow, at time.Time) (done bool, err error) {
-	k := sessionKey{sess.app, sess.user, sess.id}
+func (s *Service) appendUnchanged(ctx context.Context, tx *sql.Tx, k sessionKey, prev *cacheEntry, known time.Time, evRow *eventRow, at time.Time) (done bool, err error) {
 	if olderThan(known, prev.updated) {
 		return false, nil
 	}
-	res, err := tx.ExecContext(ctx, touchSessionAt, at, sess.app, sess.user, sess.id, prev.updated)
+	res, err := tx.ExecContext(ctx, touchSessionAt, at, k.app, k.user, k.id, prev.updated)
 	if err != nil {
 		return false, fmt.Errorf("failed to save session state: %w", err)
 	}
@@ -384,7 +383,7 @@ func (s *Service) appendUnchanged(ctx context.Context, tx *sql.Tx, sess *storedS
 		s.cache.dropped(k, false)
 		return false, nil
 	}
-	if _, err := tx.ExecContext(ctx, insertEvent, evRow.args(sess.app, sess.user, sess.id)...); err != nil {
+	if _, err := tx.ExecContext(ctx, insertEvent, evRow.args(k.app, k.user, k.id)...); err != nil {
 		return false, fmt.Errorf("failed to save event: %w", err)
 	}
 	if prev.newest == nil || evRow.timestamp.After(prev.newest.timestamp) {
