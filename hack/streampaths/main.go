@@ -15,7 +15,11 @@
 // event that carries several counts each), memory per open stream (RSS of
 // the process in the middle with -held streams open at once) and CPU per
 // reply (every process: this one, the fake goose, the middle one); then each
-// path's ratios to direct and to the proxy.
+// path's ratios to direct and to the proxy. With -breakdown it then splits
+// adk2goose's time to first event into the stages its spans mark (the
+// sidecar's request span, adk-go's invoke_agent, goose.prompt and its time
+// to first event), read from the sidecar's trace view as the ADK web UI
+// reads them.
 //
 //	go run ./hack/streampaths -adk2goose bin/adk2goose     (or: make stream-paths)
 //
@@ -45,6 +49,7 @@ import (
 	"github.com/adk2goose/goose-operator/hack/internal/sidecarproc"
 	"github.com/adk2goose/goose-operator/internal/percentile"
 	"github.com/adk2goose/goose-operator/internal/relay"
+	"github.com/adk2goose/goose-operator/internal/ttfestages"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -66,6 +71,8 @@ type config struct {
 	// outlives its last reply, in the sidecar and the direct and proxy
 	// clients alike; 0 for the client's default.
 	idleTimeout time.Duration
+	// breakdown: split adk2goose's time to first event by stage.
+	breakdown bool
 }
 
 func main() {
@@ -93,6 +100,8 @@ func main() {
 	flag.StringVar(&cfg.flavor, "flavor", "serve", "the fake goose: serve (ACP over WebSocket, goose serve) or goosed (REST)")
 	flag.DurationVar(&cfg.idleTimeout, "goose-idle-timeout", 0, "goose serve: close a session's goose connection after it ran no reply for this long, on every path "+
 		"(0: the client's default, 10 minutes); every reply has a session of its own, so runs of thousands of replies need a few seconds here")
+	flag.BoolVar(&cfg.breakdown, "breakdown", false, "after each run, split adk2goose's time to first event in the throughput phase into the stages "+
+		"its spans mark, read from its trace view (/debug/trace, as the ADK web UI reads them)")
 	flag.Parse()
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "streampaths:", err)
@@ -398,6 +407,10 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	if err != nil {
 		return err
 	}
+	var stages *clientMarks
+	if cfg.breakdown {
+		stages = &clientMarks{turns: map[string]*ttfestages.Turn{}}
+	}
 	viaSidecar := func(ctx context.Context, i int, hold bool) (streamFunc, error) {
 		id := fmt.Sprintf("paths-%d-%d", time.Now().UnixNano(), i)
 		hc := clients[hold]
@@ -405,7 +418,17 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 			return nil, err
 		}
 		return func(ctx context.Context, text string, onEvent func()) error {
-			_, err := sidecarproc.Stream(ctx, hc, sc.URL, id, text, onEvent)
+			if stages == nil || hold {
+				_, err := sidecarproc.Stream(ctx, hc, sc.URL, id, text, onEvent)
+				return err
+			}
+			turn := stages.add(id)
+			_, err := sidecarproc.Stream(ctx, hc, sc.URL, id, text, func() {
+				if turn.Received.IsZero() {
+					turn.Received = time.Now()
+				}
+				onEvent()
+			})
 			return err
 		}, nil
 	}
@@ -425,7 +448,48 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 		results[p.name] = res
 	}
 	printTable(out, runNo, arrivals, paths, results)
+	if stages != nil && results["adk2goose"] != nil {
+		return stages.report(ctx, clients[false], sc.URL, out)
+	}
 	return nil
+}
+
+// clientMarks are the client's marks of each adk2goose turn of the
+// throughput phase, by session.
+type clientMarks struct {
+	mu    sync.Mutex
+	turns map[string]*ttfestages.Turn
+}
+
+// add notes that a turn of session id is being sent now; the stream marks
+// Received on the turn it returns.
+func (c *clientMarks) add(id string) *ttfestages.Turn {
+	t := &ttfestages.Turn{Sent: time.Now()}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.turns[id] = t
+	return t
+}
+
+// report completes each turn with the sidecar's marks, read from its trace
+// view, and prints the stages.
+func (c *clientMarks) report(ctx context.Context, hc *http.Client, base string, out io.Writer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	turns := make([]ttfestages.Turn, 0, len(c.turns))
+	for id, client := range c.turns {
+		spans, err := sidecarproc.TraceView(ctx, hc, base, id)
+		if err != nil {
+			return err
+		}
+		t, err := ttfestages.FromDebugSpans(spans)
+		if err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		t.Sent, t.Received = client.Sent, client.Received
+		turns = append(turns, t)
+	}
+	return ttfestages.Report(out, "adk2goose time to first event by stage, from its trace view", turns)
 }
 
 type measurer struct {

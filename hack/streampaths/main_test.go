@@ -73,6 +73,19 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 			}
 		}
 	}
+	// -breakdown splits adk2goose's time to first event by the stages its
+	// spans mark, for every turn of the throughput phase.
+	out.Reset()
+	staged := cfg
+	staged.flavor, staged.paths, staged.breakdown = "serve", "adk2goose", true
+	if err := run(t.Context(), staged, &out); err != nil {
+		t.Fatalf("-breakdown: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"time to first event by stage", "(6 turns):", "\ngoose's first token", "\ntime to first event "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-breakdown: output lacks %q:\n%s", want, out.String())
+		}
+	}
 	cfg.flavor = "bogus"
 	if err := run(t.Context(), cfg, &out); err == nil || !strings.Contains(err.Error(), "want serve or goosed") {
 		t.Errorf("an unknown flavor: %v", err)

@@ -27,6 +27,10 @@ const (
 	SpanApprovalWait = "goose.approval_wait"
 )
 
+// AttrTimeToFirstEventMS is set on the goose.prompt span as it ends: the
+// turn's time from its start to its first event, in milliseconds.
+const AttrTimeToFirstEventMS = "adk2goose.time_to_first_event_ms"
+
 // Attributes on the agent's spans. gen_ai.conversation.id is what adk-go's
 // debug trace store indexes sessions by (adkrest /debug/trace/session).
 var (
@@ -35,7 +39,7 @@ var (
 	attrFlavor       = attribute.Key("goose.flavor")
 	attrToolName     = attribute.Key("gen_ai.tool.name")
 	attrToolCallID   = attribute.Key("gen_ai.tool.call.id")
-	attrFirstEventMS = attribute.Key("adk2goose.time_to_first_event_ms")
+	attrFirstEventMS = attribute.Key(AttrTimeToFirstEventMS)
 	attrDecision     = attribute.Key("adk2goose.approval.decision")
 	attrOutcome      = attribute.Key("adk2goose.approval.outcome")
 )

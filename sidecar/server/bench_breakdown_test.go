@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/adk2goose/goose-operator/internal/percentile"
+	"github.com/adk2goose/goose-operator/internal/ttfestages"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/server"
@@ -87,15 +87,6 @@ func (bd *ttfeBreakdown) firstEvent(id string, at time.Time) {
 	}
 }
 
-// breakdownStages name the intervals between the marks, in order.
-var breakdownStages = []string{
-	"request reaches the sidecar (client write, HTTP, auth)",
-	"body, run decoding, session load, runner",
-	"goose session (found or started)",
-	"goose's first token (request to goose, its answer back)",
-	"event reaches the client (encode, write, client read)",
-}
-
 // report prints each stage's p50, p90 and p99 over the turns whose marks were
 // all found, and the TTFE they add up to.
 func (bd *ttfeBreakdown) report(w io.Writer) error {
@@ -103,8 +94,8 @@ func (bd *ttfeBreakdown) report(w io.Writer) error {
 		return nil
 	}
 	type marks struct {
-		server, invoke, prompt, first time.Time
-		session                       string
+		ttfestages.Turn
+		session string
 	}
 	byTrace := map[trace.TraceID]*marks{}
 	for _, s := range bd.spans.GetSpans() {
@@ -114,12 +105,12 @@ func (bd *ttfeBreakdown) report(w io.Writer) error {
 			byTrace[s.SpanContext.TraceID()] = m
 		}
 		switch {
-		case s.Name == "POST /run_sse":
-			m.server = s.StartTime
-		case strings.HasPrefix(s.Name, "invoke_agent "):
-			m.invoke = s.StartTime
+		case s.Name == ttfestages.SpanServer:
+			m.Server = s.StartTime
+		case strings.HasPrefix(s.Name, ttfestages.SpanInvokePrefix):
+			m.Invoke = s.StartTime
 		case s.Name == gooseagent.SpanPrompt:
-			m.prompt = s.StartTime
+			m.Prompt = s.StartTime
 			for _, a := range s.Attributes {
 				if a.Key == "gen_ai.conversation.id" {
 					m.session = a.Value.AsString()
@@ -127,39 +118,23 @@ func (bd *ttfeBreakdown) report(w io.Writer) error {
 			}
 			for _, e := range s.Events {
 				if e.Name == "first_event" {
-					m.first = e.Time
+					m.First = e.Time
 				}
 			}
 		}
 	}
 	bd.mu.Lock()
 	defer bd.mu.Unlock()
-	stages := make([][]time.Duration, len(breakdownStages))
-	var total []time.Duration
+	var turns []ttfestages.Turn
 	for _, m := range byTrace {
-		c := bd.client[m.session]
-		if c == nil || c.first.IsZero() || m.server.IsZero() || m.invoke.IsZero() || m.prompt.IsZero() || m.first.IsZero() {
-			continue
+		if c := bd.client[m.session]; c != nil && !c.first.IsZero() {
+			m.Sent, m.Received = c.start, c.first
+			turns = append(turns, m.Turn)
 		}
-		at := []time.Time{c.start, m.server, m.invoke, m.prompt, m.first, c.first}
-		for i := range stages {
-			stages[i] = append(stages[i], at[i+1].Sub(at[i]))
-		}
-		total = append(total, c.first.Sub(c.start))
 	}
-	if len(total) == 0 {
-		return fmt.Errorf("no turn had all its marks: %d traces, %d client turns", len(byTrace), len(bd.client))
+	if err := ttfestages.Report(w, "adk2goose time to first event by stage, from the sidecar's spans", turns); err != nil {
+		return fmt.Errorf("%w: %d traces, %d client turns", err, len(byTrace), len(bd.client))
 	}
-	fmt.Fprintf(w, "\nadk2goose time to first event by stage (%d turns, from the sidecar's spans):\n", len(total))
-	fmt.Fprintf(w, "%-58s %10s %10s %10s\n", "stage", "p50", "p90", "p99")
-	row := func(name string, ds []time.Duration) {
-		fmt.Fprintf(w, "%-58s %10s %10s %10s\n", name, percentile.Of(ds, 50).Round(10*time.Microsecond),
-			percentile.Of(ds, 90).Round(10*time.Microsecond), percentile.Of(ds, 99).Round(10*time.Microsecond))
-	}
-	for i, name := range breakdownStages {
-		row(name, stages[i])
-	}
-	row("time to first event", total)
 	return nil
 }
 
@@ -186,7 +161,7 @@ func TestTTFEBreakdownOfOneTurn(t *testing.T) {
 	if err := bd.report(&out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "(1 turns,") {
+	if !strings.Contains(out.String(), "(1 turns)") {
 		t.Fatalf("want exactly the traced turn:\n%s", out.String())
 	}
 	var sum, total time.Duration

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/adk2goose/goose-operator/internal/ttfestages"
 	"github.com/adk2goose/goose-operator/internal/webui"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -246,7 +247,7 @@ func TestPromptSpanTimesTheFirstEvent(t *testing.T) {
 	}
 	var ms float64
 	for _, a := range prompt.Attributes {
-		if a.Key == "adk2goose.time_to_first_event_ms" {
+		if a.Key == gooseagent.AttrTimeToFirstEventMS {
 			ms = a.Value.AsFloat64()
 		}
 	}
@@ -378,5 +379,35 @@ func TestTraceViewKeepsTheNewestTraces(t *testing.T) {
 	}
 	if got := view("s1"); len(got) != 0 {
 		t.Errorf("oldest session's trace view %v: want it gone with 2 traces kept", got)
+	}
+}
+
+// The web UI's trace view of a session carries what hack/streampaths splits
+// a turn's time to first event by (ttfestages.FromDebugSpans): the server,
+// agent and prompt spans' starts in order, and the prompt's time to first
+// event, which puts the first event after the prompt started.
+func TestTraceViewMarksATurnsStages(t *testing.T) {
+	tp, _ := tracing()
+	i := slices.IndexFunc(flavours, func(f flavour) bool { return f.name == "serve" })
+	sc := startSidecar(t, flavours[i].start(t, goosetest.Echo), t.TempDir(), func(c *server.Config) { c.TracerProvider = tp })
+	sc.createSession("u", "marked")
+	if code, _ := sc.runSSE(runBody("u", "marked", "hi", true)); code != http.StatusOK {
+		t.Fatalf("turn: %d", code)
+	}
+	code, body := sc.do(http.MethodGet, "/debug/trace/session/marked", nil)
+	if code != http.StatusOK {
+		t.Fatalf("trace view: %d %s", code, body)
+	}
+	var spans []ttfestages.DebugSpan
+	if err := json.Unmarshal(body, &spans); err != nil {
+		t.Fatalf("trace view: %v: %s", err, body)
+	}
+	turn, err := ttfestages.FromDebugSpans(spans)
+	if err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if !turn.Server.Before(turn.Invoke) || turn.Prompt.Before(turn.Invoke) || !turn.Prompt.Before(turn.First) {
+		t.Errorf("marks out of order: server %s, invoke %s, prompt %s, first event %s",
+			turn.Server.Format(time.StampMicro), turn.Invoke.Format(time.StampMicro), turn.Prompt.Format(time.StampMicro), turn.First.Format(time.StampMicro))
 	}
 }

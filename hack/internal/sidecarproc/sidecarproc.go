@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/ttfestages"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
 
@@ -277,7 +278,24 @@ func Stream(ctx context.Context, hc *http.Client, base, id, text string, onDelta
 	return deltas, err
 }
 
+// TraceView reads the spans the sidecar keeps of session id of user u, as
+// the ADK web UI's trace view does.
+func TraceView(ctx context.Context, hc *http.Client, base, id string) ([]ttfestages.DebugSpan, error) {
+	var spans []ttfestages.DebugSpan
+	err := call(ctx, hc, http.MethodGet, base+"/debug/trace/session/"+id, nil, func(resp *http.Response) error {
+		return json.NewDecoder(resp.Body).Decode(&spans)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the trace view of session %s: %w", id, err)
+	}
+	return spans, nil
+}
+
 func post(ctx context.Context, hc *http.Client, url string, body any, check func(*http.Response) error) error {
+	return call(ctx, hc, http.MethodPost, url, body, check)
+}
+
+func call(ctx context.Context, hc *http.Client, method, url string, body any, check func(*http.Response) error) error {
 	var rd io.Reader
 	if body != nil {
 		j, err := json.Marshal(body)
@@ -286,12 +304,14 @@ func post(ctx context.Context, hc *http.Client, url string, body any, check func
 		}
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, rd)
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+Token)
-	req.Header.Set("Content-Type", "application/json")
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return err

@@ -1,0 +1,104 @@
+package ttfestages_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/adk2goose/goose-operator/internal/ttfestages"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+)
+
+var t0 = time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+
+func at(us int) time.Time { return t0.Add(time.Duration(us) * time.Microsecond) }
+
+// TestReportSplitsEachTurn: each stage is the gap between two marks, the
+// total is the client's wait, and a turn missing a mark is left out.
+func TestReportSplitsEachTurn(t *testing.T) {
+	turns := []ttfestages.Turn{
+		{Sent: at(0), Server: at(100), Invoke: at(300), Prompt: at(340), First: at(1340), Received: at(1500)},
+		{Sent: at(0), Server: at(100), Invoke: at(300), Prompt: at(340), First: at(1340)}, // never received
+	}
+	var out strings.Builder
+	if err := ttfestages.Report(&out, "by stage", turns); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		ttfestages.Stages[0]:  "100µs",
+		ttfestages.Stages[1]:  "200µs",
+		ttfestages.Stages[2]:  "40µs",
+		ttfestages.Stages[3]:  "1ms",
+		ttfestages.Stages[4]:  "160µs",
+		"time to first event": "1.5ms",
+	}
+	if !strings.Contains(out.String(), "by stage (1 turns):") {
+		t.Errorf("want the one complete turn counted:\n%s", out.String())
+	}
+	for name, p50 := range want {
+		line := lineOf(out.String(), name)
+		if f := strings.Fields(strings.TrimPrefix(line, name)); len(f) != 3 || f[0] != p50 {
+			t.Errorf("%s: %q, want p50 %s", name, line, p50)
+		}
+	}
+}
+
+func lineOf(s, prefix string) string {
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	return ""
+}
+
+func TestReportWithoutACompleteTurn(t *testing.T) {
+	var out strings.Builder
+	err := ttfestages.Report(&out, "by stage", []ttfestages.Turn{{Sent: at(0)}})
+	if !errors.Is(err, ttfestages.ErrNoTurn) || out.Len() != 0 {
+		t.Fatalf("err %v, printed %q; want ErrNoTurn and nothing printed", err, out.String())
+	}
+}
+
+// TestFromDebugSpans: the marks are the spans' starts, the first of each
+// kind when a session ran more than one turn, and the first event is the
+// turn's start plus the prompt span's time to first event.
+func TestFromDebugSpans(t *testing.T) {
+	ns := func(us int) int64 { return at(us).UnixNano() }
+	spans := []ttfestages.DebugSpan{
+		{Name: gooseagent.SpanPrompt, StartTime: ns(5340), Attributes: map[string]string{gooseagent.AttrTimeToFirstEventMS: "9"}}, // a later turn
+		{Name: ttfestages.SpanServer, StartTime: ns(100)},
+		{Name: "invoke_agent goose", StartTime: ns(300)},
+		{Name: gooseagent.SpanSession, StartTime: ns(310)},
+		{Name: gooseagent.SpanPrompt, StartTime: ns(340), Attributes: map[string]string{gooseagent.AttrTimeToFirstEventMS: "1.04"}},
+		{Name: ttfestages.SpanServer, StartTime: ns(5100)},
+		{Name: "invoke_agent goose", StartTime: ns(5300)},
+	}
+	got, err := ttfestages.FromDebugSpans(spans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ttfestages.Turn{Server: at(100), Invoke: at(300), Prompt: at(340), First: at(1340)}
+	if !got.Server.Equal(want.Server) || !got.Invoke.Equal(want.Invoke) || !got.Prompt.Equal(want.Prompt) || !got.First.Equal(want.First) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestFromDebugSpansRefusesAnIncompleteTurn(t *testing.T) {
+	prompt := ttfestages.DebugSpan{Name: gooseagent.SpanPrompt, StartTime: 3, Attributes: map[string]string{gooseagent.AttrTimeToFirstEventMS: "1"}}
+	server := ttfestages.DebugSpan{Name: ttfestages.SpanServer, StartTime: 1}
+	invoke := ttfestages.DebugSpan{Name: "invoke_agent goose", StartTime: 2}
+	noFirst := ttfestages.DebugSpan{Name: gooseagent.SpanPrompt, StartTime: 3} // the turn never had an event
+	for name, spans := range map[string][]ttfestages.DebugSpan{
+		"no server span": {invoke, prompt},
+		"no agent span":  {server, prompt},
+		"no prompt span": {server, invoke},
+		"no first event": {server, invoke, noFirst},
+		"no spans":       nil,
+	} {
+		if got, err := ttfestages.FromDebugSpans(spans); err == nil {
+			t.Errorf("%s: %+v, want an error", name, got)
+		}
+	}
+}
