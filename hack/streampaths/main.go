@@ -31,6 +31,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -477,19 +478,28 @@ func (c *clientMarks) report(ctx context.Context, hc *http.Client, base string, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	turns := make([]ttfestages.Turn, 0, len(c.turns))
+	gone := 0
 	for id, client := range c.turns {
 		spans, err := sidecarproc.TraceView(ctx, hc, base, id)
 		if err != nil {
 			return err
 		}
 		t, err := ttfestages.FromDebugSpans(spans)
+		if errors.Is(err, ttfestages.ErrIncompleteTurn) {
+			gone++ // the sidecar keeps the newest turns' traces only
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("session %s: %w", id, err)
 		}
 		t.Sent, t.Received = client.Sent, client.Received
 		turns = append(turns, t)
 	}
-	return ttfestages.Report(out, "adk2goose time to first event by stage, from its trace view", turns)
+	title := "adk2goose time to first event by stage, from its trace view"
+	if gone > 0 {
+		title += fmt.Sprintf(" (%d older turns' traces no longer all kept)", gone)
+	}
+	return ttfestages.Report(out, title, turns)
 }
 
 type measurer struct {

@@ -86,6 +86,16 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 			t.Errorf("-breakdown: output lacks %q:\n%s", want, out.String())
 		}
 	}
+	// The sidecar keeps the newest turns' traces only: the others are
+	// counted, not failed.
+	out.Reset()
+	t.Setenv("ADK2GOOSE_DEBUG_TRACES", "2")
+	if err := run(t.Context(), staged, &out); err != nil {
+		t.Fatalf("-breakdown, 2 traces kept: %v\n%s", err, out.String())
+	}
+	if want := "(4 older turns' traces no longer all kept) (2 turns):"; !strings.Contains(out.String(), want) {
+		t.Errorf("-breakdown, 2 traces kept: output lacks %q:\n%s", want, out.String())
+	}
 	cfg.flavor = "bogus"
 	if err := run(t.Context(), cfg, &out); err == nil || !strings.Contains(err.Error(), "want serve or goosed") {
 		t.Errorf("an unknown flavor: %v", err)

@@ -101,6 +101,11 @@ type DebugSpan struct {
 	Attributes map[string]string `json:"attributes"`
 }
 
+// ErrIncompleteTurn is FromDebugSpans' error when a span of the turn is
+// missing: the turn never reached goose, or the trace view no longer keeps
+// all of its trace (it keeps the newest turns').
+var ErrIncompleteTurn = errors.New("the turn's spans are not all there")
+
 // FromDebugSpans fills the sidecar's marks of a session's first turn from
 // its spans. The span view has no span events, so the first event is the
 // turn's start plus the prompt span's time to first event; the turn starts
@@ -129,7 +134,7 @@ func FromDebugSpans(spans []DebugSpan) (Turn, error) {
 		}
 	}
 	if t.Server.IsZero() || t.Invoke.IsZero() || t.Prompt.IsZero() {
-		return t, fmt.Errorf("failed to find the turn's spans: %q, %q and %q among %d", SpanServer, SpanInvokePrefix+"*", gooseagent.SpanPrompt, len(spans))
+		return t, fmt.Errorf("%w: %q, %q and %q among %d spans", ErrIncompleteTurn, SpanServer, SpanInvokePrefix+"*", gooseagent.SpanPrompt, len(spans))
 	}
 	ms, err := strconv.ParseFloat(firstMS, 64)
 	if err != nil {

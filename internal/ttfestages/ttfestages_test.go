@@ -97,8 +97,14 @@ func TestFromDebugSpansRefusesAnIncompleteTurn(t *testing.T) {
 		"no first event": {server, invoke, noFirst},
 		"no spans":       nil,
 	} {
-		if got, err := ttfestages.FromDebugSpans(spans); err == nil {
+		got, err := ttfestages.FromDebugSpans(spans)
+		if err == nil {
 			t.Errorf("%s: %+v, want an error", name, got)
+		}
+		// A prompt span without its time to first event is the sidecar's
+		// fault, not the trace view's.
+		if incomplete := errors.Is(err, ttfestages.ErrIncompleteTurn); incomplete == (name == "no first event") {
+			t.Errorf("%s: %v; want ErrIncompleteTurn only for a missing span", name, err)
 		}
 	}
 }

@@ -278,8 +278,9 @@ func Stream(ctx context.Context, hc *http.Client, base, id, text string, onDelta
 	return deltas, err
 }
 
-// TraceView reads the spans the sidecar keeps of session id of user u, as
-// the ADK web UI's trace view does.
+// TraceView reads the spans the sidecar keeps of session id's turns, as the
+// ADK web UI's trace view does: none once they are among the oldest beyond
+// its -debug-traces.
 func TraceView(ctx context.Context, hc *http.Client, base, id string) ([]ttfestages.DebugSpan, error) {
 	var spans []ttfestages.DebugSpan
 	err := call(ctx, hc, http.MethodGet, base+"/debug/trace/session/"+id, nil, func(resp *http.Response) error {
