@@ -385,7 +385,7 @@ func TestTraceViewKeepsTheNewestTraces(t *testing.T) {
 // The web UI's trace view of a session carries what hack/streampaths splits
 // a turn's time to first event by (ttfestages.FromDebugSpans): the server,
 // agent and prompt spans' starts in order, and the prompt's time to first
-// event, which puts the first event after the prompt started.
+// event.
 func TestTraceViewMarksATurnsStages(t *testing.T) {
 	tp, _ := tracing()
 	i := slices.IndexFunc(flavours, func(f flavour) bool { return f.name == "serve" })
@@ -406,7 +406,9 @@ func TestTraceViewMarksATurnsStages(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
-	if !turn.Server.Before(turn.Invoke) || turn.Prompt.Before(turn.Invoke) || !turn.Prompt.Before(turn.First) {
+	// The first event is placed from the turn's start, a few calls after
+	// invoke_agent's: only its order against the agent span is certain.
+	if !turn.Server.Before(turn.Invoke) || turn.Prompt.Before(turn.Invoke) || !turn.First.After(turn.Invoke) {
 		t.Errorf("marks out of order: server %s, invoke %s, prompt %s, first event %s",
 			turn.Server.Format(time.StampMicro), turn.Invoke.Format(time.StampMicro), turn.Prompt.Format(time.StampMicro), turn.First.Format(time.StampMicro))
 	}
