@@ -408,9 +408,9 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	if err != nil {
 		return err
 	}
-	var stages *clientMarks
+	var stages *ttfestages.Clients
 	if cfg.breakdown {
-		stages = &clientMarks{turns: map[string]*ttfestages.Turn{}}
+		stages = &ttfestages.Clients{}
 	}
 	viaSidecar := func(ctx context.Context, i int, hold bool) (streamFunc, error) {
 		id := fmt.Sprintf("paths-%d-%d", time.Now().UnixNano(), i)
@@ -423,11 +423,9 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 				_, err := sidecarproc.Stream(ctx, hc, sc.URL, id, text, onEvent)
 				return err
 			}
-			turn := stages.add(id)
+			stages.Sent(id, time.Now())
 			_, err := sidecarproc.Stream(ctx, hc, sc.URL, id, text, func() {
-				if turn.Received.IsZero() {
-					turn.Received = time.Now()
-				}
+				stages.Received(id, time.Now())
 				onEvent()
 			})
 			return err
@@ -450,36 +448,17 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	}
 	printTable(out, runNo, arrivals, paths, results)
 	if stages != nil && results["adk2goose"] != nil {
-		return stages.report(ctx, clients[false], sc.URL, out)
+		return reportStages(ctx, clients[false], sc.URL, stages, out)
 	}
 	return nil
 }
 
-// clientMarks are the client's marks of each adk2goose turn of the
-// throughput phase, by session.
-type clientMarks struct {
-	mu    sync.Mutex
-	turns map[string]*ttfestages.Turn
-}
-
-// add notes that a turn of session id is being sent now; the stream marks
-// Received on the turn it returns.
-func (c *clientMarks) add(id string) *ttfestages.Turn {
-	t := &ttfestages.Turn{Sent: time.Now()}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.turns[id] = t
-	return t
-}
-
-// report completes each turn with the sidecar's marks, read from its trace
-// view, and prints the stages.
-func (c *clientMarks) report(ctx context.Context, hc *http.Client, base string, out io.Writer) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	turns := make([]ttfestages.Turn, 0, len(c.turns))
+// reportStages completes the client's marks of each turn with the
+// sidecar's, read from its trace view, and prints the stages.
+func reportStages(ctx context.Context, hc *http.Client, base string, clients *ttfestages.Clients, out io.Writer) error {
+	var turns []ttfestages.Turn
 	gone := 0
-	for id, client := range c.turns {
+	for _, id := range clients.Sessions() {
 		spans, err := sidecarproc.TraceView(ctx, hc, base, id)
 		if err != nil {
 			return err
@@ -492,6 +471,7 @@ func (c *clientMarks) report(ctx context.Context, hc *http.Client, base string, 
 		if err != nil {
 			return fmt.Errorf("session %s: %w", id, err)
 		}
+		client, _ := clients.Turn(id)
 		t.Sent, t.Received = client.Sent, client.Received
 		turns = append(turns, t)
 	}

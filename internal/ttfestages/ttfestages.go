@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/adk2goose/goose-operator/internal/percentile"
@@ -55,6 +57,65 @@ func (t Turn) complete() bool {
 		}
 	}
 	return true
+}
+
+// Clients are a client's marks of the turns it sent, by ADK session id,
+// for pairing with the sidecar's. The zero value is ready; it is safe for
+// concurrent use.
+type Clients struct {
+	mu    sync.Mutex
+	turns map[string]*Turn
+}
+
+// Sent notes that a turn of session id was sent at, replacing what was
+// noted of the session before.
+func (c *Clients) Sent(id string, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.turns == nil {
+		c.turns = map[string]*Turn{}
+	}
+	c.turns[id] = &Turn{Sent: at}
+}
+
+// Received notes that the first event of session id's turn was read at;
+// a later event, or a session never sent, changes nothing.
+func (c *Clients) Received(id string, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.turns[id]; t != nil && t.Received.IsZero() {
+		t.Received = at
+	}
+}
+
+// Turn returns the client's marks (Sent, Received) of session id's turn.
+func (c *Clients) Turn(id string) (Turn, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.turns[id]
+	if t == nil {
+		return Turn{}, false
+	}
+	return *t, true
+}
+
+// Sessions returns the sessions noted, sorted.
+func (c *Clients) Sessions() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := make([]string, 0, len(c.turns))
+	for id := range c.turns {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Reset forgets every turn.
+func (c *Clients) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.turns)
 }
 
 // ErrNoTurn is Report's error when no turn had all its marks.

@@ -2,6 +2,7 @@ package ttfestages_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,37 @@ func TestFromDebugSpansRefusesAnIncompleteTurn(t *testing.T) {
 		if incomplete := errors.Is(err, ttfestages.ErrIncompleteTurn); incomplete == (name == "no first event") {
 			t.Errorf("%s: %v; want ErrIncompleteTurn only for a missing span", name, err)
 		}
+	}
+}
+
+// Clients keep each session's send and its first read only: a later read,
+// or a read of a session never sent, changes nothing; a new send replaces
+// the session's turn, and Reset forgets them all.
+func TestClientsKeepTheFirstRead(t *testing.T) {
+	var c ttfestages.Clients
+	c.Received("never-sent", at(1))
+	c.Sent("s2", at(10))
+	c.Sent("s1", at(0))
+	c.Received("s1", at(5))
+	c.Received("s1", at(9))
+	if got, ok := c.Turn("s1"); !ok || !got.Sent.Equal(at(0)) || !got.Received.Equal(at(5)) {
+		t.Errorf("s1: %+v, %v; want sent at 0, received at 5", got, ok)
+	}
+	if got, ok := c.Turn("s2"); !ok || !got.Received.IsZero() {
+		t.Errorf("s2: %+v, %v; want sent and not received", got, ok)
+	}
+	if _, ok := c.Turn("never-sent"); ok {
+		t.Error("a read of a session never sent was noted")
+	}
+	if got := c.Sessions(); !slices.Equal(got, []string{"s1", "s2"}) {
+		t.Errorf("sessions %v, want [s1 s2]", got)
+	}
+	c.Sent("s1", at(20))
+	if got, _ := c.Turn("s1"); !got.Sent.Equal(at(20)) || !got.Received.IsZero() {
+		t.Errorf("s1 sent again: %+v, want a new turn", got)
+	}
+	c.Reset()
+	if got := c.Sessions(); len(got) != 0 {
+		t.Errorf("after Reset: %v", got)
 	}
 }

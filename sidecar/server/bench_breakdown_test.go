@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,11 +30,8 @@ var benchBreakdown = flag.Bool("stream-breakdown", false,
 // spans are the ones an operator sees with tracing on.
 type ttfeBreakdown struct {
 	spans  *tracetest.InMemoryExporter
-	mu     sync.Mutex
-	client map[string]*clientTurn // by ADK session id
+	client ttfestages.Clients
 }
-
-type clientTurn struct{ start, first time.Time }
 
 // newTTFEBreakdown is nil unless -stream-breakdown is set; a nil one does
 // nothing.
@@ -44,7 +40,7 @@ func newTTFEBreakdown() *ttfeBreakdown {
 		return nil
 	}
 	_, exp := tracing()
-	return &ttfeBreakdown{spans: exp, client: map[string]*clientTurn{}}
+	return &ttfeBreakdown{spans: exp}
 }
 
 // configure turns tracing on in a sidecar's config.
@@ -60,9 +56,7 @@ func (bd *ttfeBreakdown) reset() {
 		return
 	}
 	bd.spans.Reset()
-	bd.mu.Lock()
-	defer bd.mu.Unlock()
-	clear(bd.client)
+	bd.client.Reset()
 }
 
 // sent notes when the client sent a turn of session id; firstEvent when
@@ -71,20 +65,14 @@ func (bd *ttfeBreakdown) sent(id string, at time.Time) {
 	if bd == nil {
 		return
 	}
-	bd.mu.Lock()
-	defer bd.mu.Unlock()
-	bd.client[id] = &clientTurn{start: at}
+	bd.client.Sent(id, at)
 }
 
 func (bd *ttfeBreakdown) firstEvent(id string, at time.Time) {
 	if bd == nil {
 		return
 	}
-	bd.mu.Lock()
-	defer bd.mu.Unlock()
-	if c := bd.client[id]; c != nil && c.first.IsZero() {
-		c.first = at
-	}
+	bd.client.Received(id, at)
 }
 
 // report prints each stage's p50, p90 and p99 over the turns whose marks were
@@ -123,17 +111,15 @@ func (bd *ttfeBreakdown) report(w io.Writer) error {
 			}
 		}
 	}
-	bd.mu.Lock()
-	defer bd.mu.Unlock()
 	var turns []ttfestages.Turn
 	for _, m := range byTrace {
-		if c := bd.client[m.session]; c != nil && !c.first.IsZero() {
-			m.Sent, m.Received = c.start, c.first
+		if c, ok := bd.client.Turn(m.session); ok {
+			m.Sent, m.Received = c.Sent, c.Received
 			turns = append(turns, m.Turn)
 		}
 	}
 	if err := ttfestages.Report(w, "adk2goose time to first event by stage, from the sidecar's spans", turns); err != nil {
-		return fmt.Errorf("%w: %d traces, %d client turns", err, len(byTrace), len(bd.client))
+		return fmt.Errorf("%w: %d traces, %d client turns", err, len(byTrace), len(bd.client.Sessions()))
 	}
 	return nil
 }
@@ -143,7 +129,7 @@ func (bd *ttfeBreakdown) report(w io.Writer) error {
 // client turn the sidecar never traced is left out.
 func TestTTFEBreakdownOfOneTurn(t *testing.T) {
 	_, exp := tracing()
-	bd := &ttfeBreakdown{spans: exp, client: map[string]*clientTurn{}}
+	bd := &ttfeBreakdown{spans: exp}
 	var out strings.Builder
 	if err := bd.report(&out); err == nil {
 		t.Fatalf("report with no turn: no error, printed %q", out.String())
