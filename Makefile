@@ -124,7 +124,7 @@ load: build ## Load bin/adk2goose with 2,000 concurrent /run_sse streams on the 
 
 STREAM_PATHS_ARGS ?=
 .PHONY: stream-paths
-stream-paths: build ## Table: goose direct vs a plain proxy vs bin/adk2goose, each server in its own process, on the fake goose serve (more flags: STREAM_PATHS_ARGS="-reply-time 2s -runs 3", "-flavor goosed", "-breakdown" for where its first event waits).
+stream-paths: build ## Table: goose direct vs a plain proxy vs bin/adk2goose (and adk-go's REST server alone making the same reply), each server in its own process, on the fake goose serve (more flags: STREAM_PATHS_ARGS="-reply-time 2s -runs 3", "-flavor goosed", "-breakdown" for where its first event waits).
 	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose $(STREAM_PATHS_ARGS)
 
 ##@ Build

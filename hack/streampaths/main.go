@@ -8,6 +8,10 @@
 //	           goosed's /reply SSE (-flavor goosed)
 //	proxy      the same client through a plain reverse proxy process
 //	adk2goose  /run_sse of the real adk2goose binary on the same goose
+//	adk-only   /run_sse of adk-go's own REST server in a process of its own,
+//	           whose agent makes the same reply with no goose behind it: what
+//	           serving ADK's REST API costs before any goose is read (the
+//	           floor under adk2goose)
 //
 // It prints a table per run: time to first event p50/p99, per-event latency
 // inside a stream, time to a reply's last delta p50, events/s over all
@@ -23,8 +27,9 @@
 //
 //	go run ./hack/streampaths -adk2goose bin/adk2goose     (or: make stream-paths)
 //
-// The fake goose and the proxy are this binary started again in another role
-// (streampaths fake-goose | proxy); they exit when this process does.
+// The fake goose, the proxy and the ADK-only server are this binary started
+// again in another role (streampaths fake-goose | proxy | adk-only); they
+// exit when this process does.
 package main
 
 import (
@@ -97,7 +102,7 @@ func main() {
 		"or poisson:R (at random, R replies a second)")
 	flag.IntVar(&cfg.held, "held", 1000, "streams held open at once for the memory phase")
 	flag.IntVar(&cfg.runs, "runs", 1, "runs (a table each)")
-	flag.StringVar(&cfg.paths, "paths", "direct,proxy,adk2goose", "the paths to measure, comma-separated")
+	flag.StringVar(&cfg.paths, "paths", "direct,proxy,adk2goose,adk-only", "the paths to measure, comma-separated")
 	flag.StringVar(&cfg.flavor, "flavor", "serve", "the fake goose: serve (ACP over WebSocket, goose serve) or goosed (REST)")
 	flag.DurationVar(&cfg.idleTimeout, "goose-idle-timeout", 0, "goose serve: close a session's goose connection after it ran no reply for this long, on every path "+
 		"(0: the client's default, 10 minutes); every reply has a session of its own, so runs of thousands of replies need a few seconds here")
@@ -115,6 +120,7 @@ func main() {
 var roles = map[string]func(args []string) error{
 	"fake-goose": serveFake,
 	"proxy":      serveProxy,
+	"adk-only":   serveADKOnly,
 }
 
 // holdText asks the fake for a reply that sends one event and then waits
@@ -280,6 +286,8 @@ type path struct {
 	// whose goose session the sidecar starts at its creation. Held streams
 	// get connections of their own (hold).
 	setup func(ctx context.Context, i int, hold bool) (streamFunc, error)
+	// noGoose: the path's streams have no goose session (adk-only).
+	noGoose bool
 }
 
 // streamFunc streams one reply to text, calling onEvent for each text event.
@@ -309,7 +317,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "fake goose %s; %d replies x %d text events (%s), %s; memory with %d streams open; each server in its own process, started anew for each run\n",
 		cfg.flavor, cfg.replies, cfg.deltas, pace, arrivals, cfg.held)
-	fmt.Fprintf(out, "CPU per reply is every process's (this client, the fake goose, the proxy, adk2goose), middle the proxy's or adk2goose's alone; memory is the RSS growth of the process in the middle\n")
+	fmt.Fprintf(out, "CPU per reply is every process's (this client, the fake goose, the proxy, adk2goose, the ADK-only server), middle the proxy's, adk2goose's or the ADK-only server's alone; memory is the RSS growth of the process in the middle\n")
 	for r := 1; r <= cfg.runs; r++ {
 		if err := oneRun(ctx, cfg, arrivals, r, out); err != nil {
 			return fmt.Errorf("run %d: %w", r, err)
@@ -412,32 +420,42 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	if cfg.breakdown {
 		stages = &ttfestages.Clients{}
 	}
-	viaSidecar := func(ctx context.Context, i int, hold bool) (streamFunc, error) {
-		id := fmt.Sprintf("paths-%d-%d", time.Now().UnixNano(), i)
-		hc := clients[hold]
-		if err := sidecarproc.CreateSession(ctx, hc, sc.URL, id); err != nil {
-			return nil, err
-		}
-		return func(ctx context.Context, text string, onEvent func()) error {
-			if stages == nil || hold {
-				_, err := sidecarproc.Stream(ctx, hc, sc.URL, id, text, onEvent)
-				return err
+	// viaADK streams /run_sse from an ADK REST server at base; stages, when
+	// set, takes the client's marks of each turn.
+	viaADK := func(base string, stages *ttfestages.Clients) func(ctx context.Context, i int, hold bool) (streamFunc, error) {
+		return func(ctx context.Context, i int, hold bool) (streamFunc, error) {
+			id := fmt.Sprintf("paths-%d-%d", time.Now().UnixNano(), i)
+			hc := clients[hold]
+			if err := sidecarproc.CreateSession(ctx, hc, base, id); err != nil {
+				return nil, err
 			}
-			stages.Sent(id, time.Now())
-			_, err := sidecarproc.Stream(ctx, hc, sc.URL, id, text, func() {
-				stages.Received(id, time.Now())
-				onEvent()
-			})
-			return err
-		}, nil
+			return func(ctx context.Context, text string, onEvent func()) error {
+				if stages == nil || hold {
+					_, err := sidecarproc.Stream(ctx, hc, base, id, text, onEvent)
+					return err
+				}
+				stages.Sent(id, time.Now())
+				_, err := sidecarproc.Stream(ctx, hc, base, id, text, func() {
+					stages.Received(id, time.Now())
+					onEvent()
+				})
+				return err
+			}, nil
+		}
 	}
+	adkOnly, err := startChild(ctx, "adk-only", "-deltas", strconv.Itoa(cfg.deltas), "-reply-time", cfg.replyTime.String())
+	if err != nil {
+		return err
+	}
+	defer adkOnly.stop()
 	paths := []path{
 		{name: "direct", setup: direct},
 		{name: "proxy", pid: proxy.pid(), setup: proxied},
-		{name: "adk2goose", pid: sc.Pid(), setup: viaSidecar},
+		{name: "adk2goose", pid: sc.Pid(), setup: viaADK(sc.URL, stages)},
+		{name: "adk-only", pid: adkOnly.pid(), setup: viaADK(adkOnly.info.URL, nil), noGoose: true},
 	}
 	paths = slices.DeleteFunc(paths, func(p path) bool { return !slices.Contains(strings.Split(cfg.paths, ","), p.name) })
-	m := &measurer{cfg: cfg, arrivals: arrivals, fake: fake, pids: []int{os.Getpid(), fake.pid(), proxy.pid(), sc.Pid()}}
+	m := &measurer{cfg: cfg, arrivals: arrivals, fake: fake, pids: []int{os.Getpid(), fake.pid(), proxy.pid(), sc.Pid(), adkOnly.pid()}}
 	results := map[string]*result{}
 	for _, p := range paths {
 		res, err := m.measure(ctx, p)
@@ -520,6 +538,9 @@ func (m *measurer) prepare(ctx context.Context, p path, n int, hold bool) ([]str
 		if runs[i], err = p.setup(ctx, i, hold); err != nil {
 			return nil, fmt.Errorf("failed to prepare stream %d: %w", i, err)
 		}
+	}
+	if p.noGoose {
+		return runs, nil
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -689,6 +710,13 @@ func printTable(out io.Writer, runNo int, arrivals goosetest.Arrivals, paths []p
 	fmt.Fprintf(out, "proxy:     TTFE p50 +%.2f ms over direct, p99 x%.1f direct's; events/s x%.2f direct's; CPU/reply x%.2f direct's\n",
 		ms(percentile.Of(px.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(px.ttfe, 99), percentile.Of(d.ttfe, 99)),
 		rate(px)/rate(d), cpu(px)/cpu(d))
+	if o := results["adk-only"]; o != nil {
+		// Its CPU/reply leaves the fake goose out (no goose sends its
+		// reply): only its own compares.
+		fmt.Fprintf(out, "adk-only:  TTFE p50 +%.2f ms over direct, p99 x%.1f direct's; its own CPU/reply x%.1f the proxy's, x%.2f adk2goose's own\n",
+			ms(percentile.Of(o.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(o.ttfe, 99), percentile.Of(d.ttfe, 99)),
+			perReply(o, o.middleCPU)/perReply(px, px.middleCPU), perReply(o, o.middleCPU)/perReply(a, a.middleCPU))
+	}
 }
 
 func ratio(a, b time.Duration) float64 {

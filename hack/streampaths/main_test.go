@@ -27,8 +27,8 @@ func TestMain(m *testing.M) {
 }
 
 // A small run through every path with the real adk2goose binary, on each
-// fake goose: every stream completes and the table has each path and the
-// ratios.
+// fake goose: every stream completes (with every text event and a final
+// event, adk-only's too) and the table has each path and the ratios.
 func TestRunMeasuresEveryPath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds adk2goose and starts processes")
@@ -38,15 +38,15 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	var out strings.Builder
-	cfg := config{binary: bin, replies: 6, deltas: 5, concurrency: 3, held: 4, runs: 1, paths: "direct,proxy,adk2goose", arrivals: "together"}
+	cfg := config{binary: bin, replies: 6, deltas: 5, concurrency: 3, held: 4, runs: 1, paths: "direct,proxy,adk2goose,adk-only", arrivals: "together"}
 	for _, flavor := range []string{"serve", "goosed"} {
 		out.Reset()
 		cfg.flavor = flavor
 		if err := run(t.Context(), cfg, &out); err != nil {
 			t.Fatalf("%s: %v\n%s", flavor, err, out.String())
 		}
-		for _, want := range []string{"fake goose " + flavor + ";", "closed loop at concurrency 3", "\ndirect ", "\nproxy ", "\nadk2goose ", "last p50",
-			"adk2goose: TTFE p50 +", "proxy:     TTFE p50 +", "its own CPU/reply x"} {
+		for _, want := range []string{"fake goose " + flavor + ";", "closed loop at concurrency 3", "\ndirect ", "\nproxy ", "\nadk2goose ", "\nadk-only ", "last p50",
+			"adk2goose: TTFE p50 +", "proxy:     TTFE p50 +", "its own CPU/reply x", "adk-only:  TTFE p50 +", "adk2goose's own\n"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s: output lacks %q:\n%s", flavor, want, out.String())
 			}
@@ -64,7 +64,7 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 				if middle != "-" {
 					t.Errorf("%s: direct has a process in the middle: %q", flavor, line)
 				}
-			case "proxy", "adk2goose":
+			case "proxy", "adk2goose", "adk-only":
 				own, err1 := strconv.ParseFloat(middle, 64)
 				all, err2 := strconv.ParseFloat(f[len(f)-2], 64)
 				if err1 != nil || err2 != nil || own < 0 || own > all {
