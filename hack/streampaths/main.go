@@ -704,16 +704,16 @@ func printTable(out io.Writer, runNo int, arrivals goosetest.Arrivals, paths []p
 		return
 	}
 	ms := func(x time.Duration) float64 { return float64(x) / float64(time.Millisecond) }
-	fmt.Fprintf(out, "adk2goose: TTFE p50 +%.2f ms over direct, p99 x%.1f direct's; events/s x%.2f the proxy's; memory/stream x%.1f the proxy's; CPU/reply x%.2f direct's; its own CPU/reply x%.1f the proxy's\n",
+	fmt.Fprintf(out, "adk2goose: TTFE p50 %+.2f ms over direct, p99 x%.1f direct's; events/s x%.2f the proxy's; memory/stream x%.1f the proxy's; CPU/reply x%.2f direct's; its own CPU/reply x%.1f the proxy's\n",
 		ms(percentile.Of(a.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(a.ttfe, 99), percentile.Of(d.ttfe, 99)),
 		rate(a)/rate(px), a.mibPerStream/px.mibPerStream, cpu(a)/cpu(d), perReply(a, a.middleCPU)/perReply(px, px.middleCPU))
-	fmt.Fprintf(out, "proxy:     TTFE p50 +%.2f ms over direct, p99 x%.1f direct's; events/s x%.2f direct's; CPU/reply x%.2f direct's\n",
+	fmt.Fprintf(out, "proxy:     TTFE p50 %+.2f ms over direct, p99 x%.1f direct's; events/s x%.2f direct's; CPU/reply x%.2f direct's\n",
 		ms(percentile.Of(px.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(px.ttfe, 99), percentile.Of(d.ttfe, 99)),
 		rate(px)/rate(d), cpu(px)/cpu(d))
 	if o := results["adk-only"]; o != nil {
 		// Its CPU/reply leaves the fake goose out (no goose sends its
 		// reply): only its own compares.
-		fmt.Fprintf(out, "adk-only:  TTFE p50 +%.2f ms over direct, p99 x%.1f direct's; its own CPU/reply x%.1f the proxy's, x%.2f adk2goose's own\n",
+		fmt.Fprintf(out, "adk-only:  TTFE p50 %+.2f ms over direct, p99 x%.1f direct's; its own CPU/reply x%.1f the proxy's, x%.2f adk2goose's own\n",
 			ms(percentile.Of(o.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(o.ttfe, 99), percentile.Of(d.ttfe, 99)),
 			perReply(o, o.middleCPU)/perReply(px, px.middleCPU), perReply(o, o.middleCPU)/perReply(a, a.middleCPU))
 	}
