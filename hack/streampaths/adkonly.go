@@ -44,8 +44,8 @@ func serveADKOnly(args []string) error {
 	rest, err := adkrest.NewServer(adkrest.ServerConfig{
 		SessionService: session.InMemoryService(),
 		AgentLoader:    agent.NewSingleLoader(root),
-		// adkrest's write deadline for a /run_sse response is now plus this:
-		// adk2goose's default, for a response to be written at all.
+		// adkrest's write deadline for a /run_sse response is now plus this
+		// (zero fails every write): as long as adk2goose's default.
 		SSEWriteTimeout: 10 * time.Minute,
 	})
 	if err != nil {
@@ -73,13 +73,13 @@ func reply(ic agent.InvocationContext, deltas int, replyTime time.Duration) iter
 			return
 		}
 		var all strings.Builder
-		timer := time.NewTimer(0)
+		timer := time.NewTimer(replyTime) // reset before each delta's wait
 		defer timer.Stop()
-		for i, step := range goosetest.PacedDeltas(deltas, replyTime).Steps {
+		for _, step := range goosetest.PacedDeltas(deltas, replyTime).Steps {
 			if step.Text == "" {
 				continue // the usage step
 			}
-			if i > 0 && step.Delay > 0 {
+			if step.Delay > 0 {
 				timer.Reset(step.Delay)
 				select {
 				case <-timer.C:

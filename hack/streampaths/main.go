@@ -443,19 +443,24 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 			}, nil
 		}
 	}
-	adkOnly, err := startChild(ctx, "adk-only", "-deltas", strconv.Itoa(cfg.deltas), "-reply-time", cfg.replyTime.String())
-	if err != nil {
-		return err
-	}
-	defer adkOnly.stop()
+	selected := strings.Split(cfg.paths, ",")
 	paths := []path{
 		{name: "direct", setup: direct},
 		{name: "proxy", pid: proxy.pid(), setup: proxied},
 		{name: "adk2goose", pid: sc.Pid(), setup: viaADK(sc.URL, stages)},
-		{name: "adk-only", pid: adkOnly.pid(), setup: viaADK(adkOnly.info.URL, nil), noGoose: true},
 	}
-	paths = slices.DeleteFunc(paths, func(p path) bool { return !slices.Contains(strings.Split(cfg.paths, ","), p.name) })
-	m := &measurer{cfg: cfg, arrivals: arrivals, fake: fake, pids: []int{os.Getpid(), fake.pid(), proxy.pid(), sc.Pid(), adkOnly.pid()}}
+	pids := []int{os.Getpid(), fake.pid(), proxy.pid(), sc.Pid()}
+	if slices.Contains(selected, "adk-only") {
+		adkOnly, err := startChild(ctx, "adk-only", "-deltas", strconv.Itoa(cfg.deltas), "-reply-time", cfg.replyTime.String())
+		if err != nil {
+			return err
+		}
+		defer adkOnly.stop()
+		paths = append(paths, path{name: "adk-only", pid: adkOnly.pid(), setup: viaADK(adkOnly.info.URL, nil), noGoose: true})
+		pids = append(pids, adkOnly.pid())
+	}
+	paths = slices.DeleteFunc(paths, func(p path) bool { return !slices.Contains(selected, p.name) })
+	m := &measurer{cfg: cfg, arrivals: arrivals, fake: fake, pids: pids}
 	results := map[string]*result{}
 	for _, p := range paths {
 		res, err := m.measure(ctx, p)
