@@ -19,7 +19,8 @@
 // event that carries several counts each), memory per open stream (RSS of
 // the process in the middle with -held streams open at once) and CPU per
 // reply (every process: this one, the fake goose, the middle one); then each
-// path's ratios to direct and to the proxy. With -breakdown it then splits
+// path's ratios to direct and to the proxy; with -runs above 1, the median
+// and range of each ratio over the runs follow. With -breakdown it then splits
 // adk2goose's time to first event into the stages its spans mark (the
 // sidecar's request span, adk-go's invoke_agent, goose.prompt and its time
 // to first event), read from the sidecar's trace view as the ADK web UI
@@ -101,7 +102,7 @@ func main() {
 		"or poisson (replies arrive at random, at the rate that keeps -concurrency in flight on average; needs -reply-time) "+
 		"or poisson:R (at random, R replies a second)")
 	flag.IntVar(&cfg.held, "held", 1000, "streams held open at once for the memory phase")
-	flag.IntVar(&cfg.runs, "runs", 1, "runs (a table each)")
+	flag.IntVar(&cfg.runs, "runs", 1, "runs (a table each; with more than one, then each ratio's median, lowest and highest over them)")
 	flag.StringVar(&cfg.paths, "paths", "direct,proxy,adk2goose,adk-only", "the paths to measure, comma-separated")
 	flag.StringVar(&cfg.flavor, "flavor", "serve", "the fake goose: serve (ACP over WebSocket, goose serve) or goosed (REST)")
 	flag.DurationVar(&cfg.idleTimeout, "goose-idle-timeout", 0, "goose serve: close a session's goose connection after it ran no reply for this long, on every path "+
@@ -303,6 +304,14 @@ type result struct {
 	inFlight       goosetest.InFlight
 }
 
+// rate is goose's deltas a second that reached the client.
+func (r *result) rate() float64 { return float64(r.events) / r.wall.Seconds() }
+
+// perReplyMS is d (CPU time) per reply, in milliseconds.
+func (r *result) perReplyMS(d time.Duration) float64 {
+	return float64(d) / float64(time.Millisecond) / float64(len(r.ttfe))
+}
+
 func run(ctx context.Context, cfg config, out io.Writer) error {
 	pace := "as fast as goose can send them"
 	if cfg.replyTime > 0 {
@@ -318,23 +327,31 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "fake goose %s; %d replies x %d text events (%s), %s; memory with %d streams open; each server in its own process, started anew for each run\n",
 		cfg.flavor, cfg.replies, cfg.deltas, pace, arrivals, cfg.held)
 	fmt.Fprintf(out, "CPU per reply is every process's (this client, the fake goose, the proxy, adk2goose, the ADK-only server), middle the proxy's, adk2goose's or the ADK-only server's alone; memory is the RSS growth of the process in the middle\n")
+	var runs [][]figure
 	for r := 1; r <= cfg.runs; r++ {
-		if err := oneRun(ctx, cfg, arrivals, r, out); err != nil {
+		figs, err := oneRun(ctx, cfg, arrivals, r, out)
+		if err != nil {
 			return fmt.Errorf("run %d: %w", r, err)
 		}
+		runs = append(runs, figs)
+	}
+	if len(runs) > 1 {
+		printSummary(out, runs)
 	}
 	return nil
 }
 
-func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo int, out io.Writer) error {
+// oneRun measures the selected paths once and prints their table; it
+// returns the ratios under the table.
+func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo int, out io.Writer) ([]figure, error) {
 	fake, err := startChild(ctx, "fake-goose", "-flavor", cfg.flavor, "-deltas", strconv.Itoa(cfg.deltas), "-reply-time", cfg.replyTime.String())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer fake.stop()
 	proxy, err := startChild(ctx, "proxy", "-target", fake.info.URL)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer proxy.stop()
 	var extra []string
@@ -343,7 +360,7 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	}
 	sc, err := sidecarproc.Start(ctx, sidecarproc.Options{Binary: cfg.binary, Flavor: cfg.flavor, GooseURL: fake.info.URL, GooseSecret: fake.info.Secret, Args: extra})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer sc.Stop()
 
@@ -405,7 +422,7 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	}
 	direct, err := viaGoose(fake.info.URL, clients[false])
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The proxy's streams reuse connections as the other paths' do. (They
 	// once opened one each, after streams through net/http's ReverseProxy
@@ -414,7 +431,7 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	// first event at concurrency 1.)
 	proxied, err := viaGoose(proxy.info.URL, clients[false])
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var stages *ttfestages.Clients
 	if cfg.breakdown {
@@ -453,7 +470,7 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	if slices.Contains(selected, "adk-only") {
 		adkOnly, err := startChild(ctx, "adk-only", "-deltas", strconv.Itoa(cfg.deltas), "-reply-time", cfg.replyTime.String())
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer adkOnly.stop()
 		paths = append(paths, path{name: "adk-only", pid: adkOnly.pid(), setup: viaADK(adkOnly.info.URL, nil), noGoose: true})
@@ -465,15 +482,17 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	for _, p := range paths {
 		res, err := m.measure(ctx, p)
 		if err != nil {
-			return fmt.Errorf("%s: %w", p.name, err)
+			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 		results[p.name] = res
 	}
 	printTable(out, runNo, arrivals, paths, results)
+	figs := ratios(results)
+	printFigures(out, figs)
 	if stages != nil && results["adk2goose"] != nil {
-		return reportStages(ctx, clients[false], sc.URL, stages, out)
+		return figs, reportStages(ctx, clients[false], sc.URL, stages, out)
 	}
-	return nil
+	return figs, nil
 }
 
 // reportStages completes the client's marks of each turn with the
@@ -679,11 +698,6 @@ func (m *measurer) memory(ctx context.Context, p path) (float64, error) {
 
 func printTable(out io.Writer, runNo int, arrivals goosetest.Arrivals, paths []path, results map[string]*result) {
 	fmt.Fprintf(out, "\nrun %d\n%-10s %10s %10s %14s %10s %10s %16s %13s %16s\n", runNo, "path", "TTFE p50", "TTFE p99", "per-event p50", "last p50", "events/s", "KiB/open stream", "CPU ms/reply", "middle ms/reply")
-	rate := func(r *result) float64 { return float64(r.events) / r.wall.Seconds() }
-	perReply := func(r *result, d time.Duration) float64 {
-		return float64(d) / float64(time.Millisecond) / float64(len(r.ttfe))
-	}
-	cpu := func(r *result) float64 { return perReply(r, r.cpu) }
 	for _, p := range paths {
 		r := results[p.name]
 		mem, middle := "-", "-"
@@ -691,11 +705,11 @@ func printTable(out io.Writer, runNo int, arrivals goosetest.Arrivals, paths []p
 			mem = fmt.Sprintf("%.1f", r.mibPerStream*1024)
 		}
 		if p.pid != 0 {
-			middle = fmt.Sprintf("%.2f", perReply(r, r.middleCPU))
+			middle = fmt.Sprintf("%.2f", r.perReplyMS(r.middleCPU))
 		}
 		fmt.Fprintf(out, "%-10s %10s %10s %14s %10s %10.0f %16s %13.2f %16s\n", p.name,
 			percentile.Of(r.ttfe, 50).Round(10*time.Microsecond), percentile.Of(r.ttfe, 99).Round(10*time.Microsecond),
-			percentile.Of(r.perEvent, 50).Round(time.Microsecond), percentile.Of(r.last, 50).Round(10*time.Microsecond), rate(r), mem, cpu(r), middle)
+			percentile.Of(r.perEvent, 50).Round(time.Microsecond), percentile.Of(r.last, 50).Round(10*time.Microsecond), r.rate(), mem, r.perReplyMS(r.cpu), middle)
 	}
 	if arrivals.Rate > 0 { // an open loop: a path that serves slower has more in flight
 		fmt.Fprint(out, "in flight as each reply started (mean, max):")
@@ -704,24 +718,114 @@ func printTable(out io.Writer, runNo int, arrivals goosetest.Arrivals, paths []p
 		}
 		fmt.Fprintln(out)
 	}
+}
+
+// A figure is one of the ratios a run prints under its table: what path's
+// text says, with its value in place of the %s.
+type figure struct {
+	path, text string
+	verb       string // formats the value
+	value      float64
+}
+
+// ratios are the paths' ratios to direct and to the proxy, when a run
+// measured both.
+func ratios(results map[string]*result) []figure {
 	d, px, a := results["direct"], results["proxy"], results["adk2goose"]
-	if d == nil || px == nil || a == nil {
-		return
+	if d == nil || px == nil {
+		return nil
 	}
-	ms := func(x time.Duration) float64 { return float64(x) / float64(time.Millisecond) }
-	fmt.Fprintf(out, "adk2goose: TTFE p50 %+.2f ms over direct, p99 x%.1f direct's; events/s x%.2f the proxy's; memory/stream x%.1f the proxy's; CPU/reply x%.2f direct's; its own CPU/reply x%.1f the proxy's\n",
-		ms(percentile.Of(a.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(a.ttfe, 99), percentile.Of(d.ttfe, 99)),
-		rate(a)/rate(px), a.mibPerStream/px.mibPerStream, cpu(a)/cpu(d), perReply(a, a.middleCPU)/perReply(px, px.middleCPU))
-	fmt.Fprintf(out, "proxy:     TTFE p50 %+.2f ms over direct, p99 x%.1f direct's; events/s x%.2f direct's; CPU/reply x%.2f direct's\n",
-		ms(percentile.Of(px.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(px.ttfe, 99), percentile.Of(d.ttfe, 99)),
-		rate(px)/rate(d), cpu(px)/cpu(d))
+	rate := (*result).rate
+	// Every process's CPU per reply, or the middle one's own.
+	cpu := func(r *result) float64 { return r.perReplyMS(r.cpu) }
+	own := func(r *result) float64 { return r.perReplyMS(r.middleCPU) }
+	addedMS := func(r *result) float64 {
+		return float64(percentile.Of(r.ttfe, 50)-percentile.Of(d.ttfe, 50)) / float64(time.Millisecond)
+	}
+	p99 := func(r *result) float64 { return ratio(percentile.Of(r.ttfe, 99), percentile.Of(d.ttfe, 99)) }
+	var figs []figure
+	add := func(path, text, verb string, v float64) {
+		figs = append(figs, figure{path: path, text: text, verb: verb, value: v})
+	}
+	if a != nil {
+		add("adk2goose", "TTFE p50 %s ms over direct", "%+.2f", addedMS(a))
+		add("adk2goose", "p99 x%s direct's", "%.1f", p99(a))
+		add("adk2goose", "events/s x%s the proxy's", "%.2f", rate(a)/rate(px))
+		add("adk2goose", "memory/stream x%s the proxy's", "%.1f", a.mibPerStream/px.mibPerStream)
+		add("adk2goose", "CPU/reply x%s direct's", "%.2f", cpu(a)/cpu(d))
+		add("adk2goose", "its own CPU/reply x%s the proxy's", "%.1f", own(a)/own(px))
+	}
+	add("proxy", "TTFE p50 %s ms over direct", "%+.2f", addedMS(px))
+	add("proxy", "p99 x%s direct's", "%.1f", p99(px))
+	add("proxy", "events/s x%s direct's", "%.2f", rate(px)/rate(d))
+	add("proxy", "CPU/reply x%s direct's", "%.2f", cpu(px)/cpu(d))
 	if o := results["adk-only"]; o != nil {
 		// Its CPU/reply leaves the fake goose out (no goose sends its
 		// reply): only its own compares.
-		fmt.Fprintf(out, "adk-only:  TTFE p50 %+.2f ms over direct, p99 x%.1f direct's; its own CPU/reply x%.1f the proxy's, x%.2f adk2goose's own\n",
-			ms(percentile.Of(o.ttfe, 50)-percentile.Of(d.ttfe, 50)), ratio(percentile.Of(o.ttfe, 99), percentile.Of(d.ttfe, 99)),
-			perReply(o, o.middleCPU)/perReply(px, px.middleCPU), perReply(o, o.middleCPU)/perReply(a, a.middleCPU))
+		add("adk-only", "TTFE p50 %s ms over direct", "%+.2f", addedMS(o))
+		add("adk-only", "p99 x%s direct's", "%.1f", p99(o))
+		add("adk-only", "its own CPU/reply x%s the proxy's", "%.1f", own(o)/own(px))
+		if a != nil {
+			add("adk-only", "x%s adk2goose's own", "%.2f", own(o)/own(a))
+		}
 	}
+	return figs
+}
+
+// printFigures prints a run's figures, a line for each path.
+func printFigures(out io.Writer, figs []figure) {
+	printLines(out, figs, func(f figure) string { return fmt.Sprintf(f.verb, f.value) })
+}
+
+// printSummary prints, for each figure of the runs, its median over the
+// runs and its lowest and highest value: one run's ratios move with the
+// machine's other load (at concurrency 1 the time to first event over
+// direct by 0.2-0.3 ms from run to run).
+func printSummary(out io.Writer, runs [][]figure) {
+	type key struct{ path, text string }
+	values := map[key][]float64{}
+	for _, figs := range runs {
+		for _, f := range figs {
+			k := key{f.path, f.text}
+			values[k] = append(values[k], f.value)
+		}
+	}
+	fmt.Fprintf(out, "\nover the %d runs, median [lowest, highest]:\n", len(runs))
+	printLines(out, runs[0], func(f figure) string {
+		vs := slices.Clone(values[key{f.path, f.text}])
+		slices.Sort(vs)
+		return fmt.Sprintf(f.verb+" ["+f.verb+", "+f.verb+"]", median(vs), vs[0], vs[len(vs)-1])
+	})
+}
+
+// printLines prints figs a line for each path, in their order, each
+// figure's text with its value as show gives it.
+func printLines(out io.Writer, figs []figure, show func(figure) string) {
+	var b strings.Builder
+	for i, f := range figs {
+		if i == 0 || figs[i-1].path != f.path {
+			if i > 0 {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "%-10s ", f.path+":")
+		} else {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, f.text, show(f))
+	}
+	if len(figs) > 0 {
+		b.WriteString("\n")
+	}
+	_, _ = io.WriteString(out, b.String())
+}
+
+// median of sorted vs, which is not empty.
+func median(vs []float64) float64 {
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
 }
 
 func ratio(a, b time.Duration) float64 {

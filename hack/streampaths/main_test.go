@@ -107,15 +107,47 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 	if err := run(t.Context(), cfg, &out); err == nil || !strings.Contains(err.Error(), "need a reply time") {
 		t.Errorf("poisson arrivals without a reply time: %v", err)
 	}
+	// With two runs, the ratios' median and range over them follow.
 	out.Reset()
-	cfg.replyTime = 100 * time.Millisecond
+	cfg.replyTime, cfg.runs = 100*time.Millisecond, 2
 	if err := run(t.Context(), cfg, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"poisson arrivals, 30.0 replies/s", "\nadk2goose ", "in flight as each reply started (mean, max): direct "} {
+	for _, want := range []string{"poisson arrivals, 30.0 replies/s", "\nadk2goose ", "in flight as each reply started (mean, max): direct ",
+		"\nrun 2\n", "\nover the 2 runs, median [lowest, highest]:\nadk2goose: TTFE p50 ", "\nadk-only:  TTFE p50 "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// The summary over runs gives each ratio's median (of an even number of
+// runs, the mean of the middle two) and its range, in the runs' order.
+func TestSummaryIsTheMedianOverRuns(t *testing.T) {
+	run := func(added, p99, events float64) []figure {
+		return []figure{
+			{path: "adk2goose", text: "TTFE p50 %s ms over direct", verb: "%+.2f", value: added},
+			{path: "adk2goose", text: "p99 x%s direct's", verb: "%.1f", value: p99},
+			{path: "proxy", text: "events/s x%s direct's", verb: "%.2f", value: events},
+		}
+	}
+	var out strings.Builder
+	printFigures(&out, run(0.92, 3.8, 1))
+	if want := "adk2goose: TTFE p50 +0.92 ms over direct; p99 x3.8 direct's\nproxy:     events/s x1.00 direct's\n"; out.String() != want {
+		t.Errorf("one run's figures:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	printSummary(&out, [][]figure{run(1.25, 2, 0.9), run(0.89, 4, 1.1), run(0.92, 3, 1)})
+	want := "\nover the 3 runs, median [lowest, highest]:\n" +
+		"adk2goose: TTFE p50 +0.92 [+0.89, +1.25] ms over direct; p99 x3.0 [2.0, 4.0] direct's\n" +
+		"proxy:     events/s x1.00 [0.90, 1.10] direct's\n"
+	if out.String() != want {
+		t.Errorf("three runs:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	printSummary(&out, [][]figure{run(1, 2, 1), run(1.5, 3, 1)})
+	if want := "adk2goose: TTFE p50 +1.25 [+1.00, +1.50] ms over direct"; !strings.Contains(out.String(), want) {
+		t.Errorf("two runs:\n%s\nwant a line with %q", out.String(), want)
 	}
 }
 
