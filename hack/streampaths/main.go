@@ -782,6 +782,9 @@ func printFigures(out io.Writer, figs []figure) {
 // machine's other load (at concurrency 1 the time to first event over
 // direct by 0.2-0.3 ms from run to run).
 func printSummary(out io.Writer, runs [][]figure) {
+	if len(runs) == 0 || len(runs[0]) == 0 {
+		return // the runs measured no two paths that compare
+	}
 	type key struct{ path, text string }
 	values := map[key][]float64{}
 	for _, figs := range runs {

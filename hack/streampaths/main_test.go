@@ -145,6 +145,10 @@ func TestSummaryIsTheMedianOverRuns(t *testing.T) {
 		t.Errorf("three runs:\n%s\nwant:\n%s", out.String(), want)
 	}
 	out.Reset()
+	printSummary(&out, [][]figure{nil, nil}) // runs of one path: nothing compares
+	if out.Len() != 0 {
+		t.Errorf("runs without figures: %q", out.String())
+	}
 	printSummary(&out, [][]figure{run(1, 2, 1), run(1.5, 3, 1)})
 	if want := "adk2goose: TTFE p50 +1.25 [+1.00, +1.50] ms over direct"; !strings.Contains(out.String(), want) {
 		t.Errorf("two runs:\n%s\nwant a line with %q", out.String(), want)
