@@ -735,7 +735,6 @@ func ratios(results map[string]*result) []figure {
 	if d == nil || px == nil {
 		return nil
 	}
-	rate := (*result).rate
 	// Every process's CPU per reply, or the middle one's own.
 	cpu := func(r *result) float64 { return r.perReplyMS(r.cpu) }
 	own := func(r *result) float64 { return r.perReplyMS(r.middleCPU) }
@@ -750,14 +749,14 @@ func ratios(results map[string]*result) []figure {
 	if a != nil {
 		add("adk2goose", "TTFE p50 %s ms over direct", "%+.2f", addedMS(a))
 		add("adk2goose", "p99 x%s direct's", "%.1f", p99(a))
-		add("adk2goose", "events/s x%s the proxy's", "%.2f", rate(a)/rate(px))
+		add("adk2goose", "events/s x%s the proxy's", "%.2f", a.rate()/px.rate())
 		add("adk2goose", "memory/stream x%s the proxy's", "%.1f", a.mibPerStream/px.mibPerStream)
 		add("adk2goose", "CPU/reply x%s direct's", "%.2f", cpu(a)/cpu(d))
 		add("adk2goose", "its own CPU/reply x%s the proxy's", "%.1f", own(a)/own(px))
 	}
 	add("proxy", "TTFE p50 %s ms over direct", "%+.2f", addedMS(px))
 	add("proxy", "p99 x%s direct's", "%.1f", p99(px))
-	add("proxy", "events/s x%s direct's", "%.2f", rate(px)/rate(d))
+	add("proxy", "events/s x%s direct's", "%.2f", px.rate()/d.rate())
 	add("proxy", "CPU/reply x%s direct's", "%.2f", cpu(px)/cpu(d))
 	if o := results["adk-only"]; o != nil {
 		// Its CPU/reply leaves the fake goose out (no goose sends its
@@ -780,7 +779,7 @@ func printFigures(out io.Writer, figs []figure) {
 // printSummary prints, for each figure of the runs, its median over the
 // runs and its lowest and highest value: one run's ratios move with the
 // machine's other load (at concurrency 1 the time to first event over
-// direct by 0.2-0.3 ms from run to run).
+// direct by up to 0.4 ms from run to run).
 func printSummary(out io.Writer, runs [][]figure) {
 	if len(runs) == 0 || len(runs[0]) == 0 {
 		return // the runs measured no two paths that compare
