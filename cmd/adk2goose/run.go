@@ -132,7 +132,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	boolean(&o.startGooseOnCreate, "start-goose-on-create", "ADK2GOOSE_START_GOOSE_ON_CREATE", true, "start a new ADK session's goose session in the background when the session is created, so its first turn does not wait for goose to start it (its agent and extensions)")
 	dur(&o.turnWait, "turn-wait", "ADK2GOOSE_TURN_WAIT", server.DefaultTurnWait, "how long a request waits for a session busy with another turn before it gets 409")
 	str(&o.peersHost, "peers-host", "ADK2GOOSE_PEERS_HOST", "", "DNS name whose addresses are this agent's sidecars (its headless Service); requests for a session another pod owns are forwarded there. Empty: one replica, no forwarding")
-	str(&o.podIP, "pod-ip", "POD_IP", "", "this pod's IP, so peer lookups skip it")
+	str(&o.podIP, "pod-ip", "POD_IP", "", "this pod's IP, so peer lookups skip it and a new session's id places it on one pod")
 	str(&o.podName, "pod-name", "POD_NAME", "", "this replica's name in the token ledger (default the hostname, a StatefulSet pod's stable name)")
 	str(&o.budgetFile, "budget-file", "ADK2GOOSE_BUDGET_FILE", "", "JSON file holding the agent's token budget (spec.budget), re-read while running; empty: no budget")
 	dur(&o.budgetSyncInterval, "budget-sync-interval", "ADK2GOOSE_BUDGET_SYNC_INTERVAL", 5*time.Second, "how often the budget file is re-read and the peers' token usage fetched; bounds how stale one pod's view of the others is")
@@ -290,11 +290,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		}
 		o.publicBaseURL = "http://" + net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	}
-	var peers peering.Peers
-	if o.peersHost != "" {
-		// Peers listen on the same port as this sidecar.
-		peers = peering.DNSPeers(o.peersHost, ln.Addr().(*net.TCPAddr).Port, o.podIP)
-	}
+	peers, peerURL := o.peers(ln.Addr().(*net.TCPAddr).Port)
 	tp, stopTracing, err := setupTracing(ctx)
 	if err != nil {
 		_ = ln.Close()
@@ -331,6 +327,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		StartGooseOnCreate:  o.startGooseOnCreate,
 		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir},
 		Peers:               peers,
+		PeerURL:             peerURL,
 		Workspaces:          workspaces,
 		PodName:             o.podName,
 		Budget:              budget.Config{File: o.budgetFile, SyncInterval: o.budgetSyncInterval},
@@ -355,4 +352,18 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		onListen(ln.Addr())
 	}
 	return srv.Serve(ctx, ln, o.drainTimeout)
+}
+
+// peers lists the agent's other sidecars, which listen on port as this one
+// does, and gives this one's URL as they list it (empty without a pod IP);
+// nil with no peers host: one replica.
+func (o *options) peers(port int) (peering.Peers, string) {
+	if o.peersHost == "" {
+		return nil, ""
+	}
+	self := ""
+	if o.podIP != "" {
+		self = peering.URL(o.podIP, port)
+	}
+	return peering.DNSPeers(o.peersHost, port, o.podIP), self
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/internal/syncbuf"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+	"github.com/adk2goose/goose-operator/sidecar/peering"
 )
 
 func TestMain(m *testing.M) {
@@ -170,6 +172,26 @@ func TestParse(t *testing.T) {
 	}), io.Discard)
 	if err != nil || o.peersHost != "b-headless.ns.svc" || o.podIP != "10.0.0.8" {
 		t.Fatalf("%v %+v", err, o)
+	}
+	// This sidecar's URL is what its peers list it by, and it does not list
+	// itself (localhost resolves through the hosts file only).
+	o.peersHost, o.podIP = "localhost", "127.0.0.1"
+	peers, self := o.peers(8080)
+	mine, err := peers(t.Context())
+	if err != nil || self != "http://127.0.0.1:8080" || slices.Contains(mine, self) {
+		t.Fatalf("peers %v (%v), self %q: want self 127.0.0.1:8080, not among its peers", mine, err, self)
+	}
+	othersView, err := peering.DNSPeers("localhost", 8080, "")(t.Context())
+	if err != nil || !slices.Contains(othersView, self) {
+		t.Fatalf("another pod lists %v (%v), not this one's %q", othersView, err, self)
+	}
+	o.podIP = ""
+	if _, self := o.peers(8080); self != "" {
+		t.Fatalf("URL %q without a pod IP", self)
+	}
+	o.peersHost = ""
+	if peers, _ := o.peers(8080); peers != nil {
+		t.Fatal("peers without a peers host")
 	}
 	// Body limits: defaults, env, then flags over env; sizes in any unit.
 	o, err = parse([]string{"-insecure-no-auth"}, envMap(nil), io.Discard)

@@ -6,8 +6,10 @@
 // created it. The agent's Service spreads requests over all pods; a request
 // that names a session (or an A2A context or task) the receiving pod does not
 // have is forwarded to the pod that does, found by asking every peer's
-// OwnerPath. Requests that name none, or a session no pod has, are served
-// where they land, so new sessions spread over the pods.
+// OwnerPath. Requests that name none are served where they land, so new
+// sessions spread over the pods. A session no pod has is served by the one
+// pod its id hashes to (place), so that two pods given the same new id at
+// once (a client retrying through the Service, say) do not both create it.
 //
 // ARCHITECTURE.md planned session ids that carry the owning pod's ordinal;
 // ids chosen by clients (POST .../sessions/{id}, A2A contextIds) cannot, so
@@ -17,8 +19,11 @@ package peering
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -81,6 +86,12 @@ func owns(ctx context.Context, o Owner, k Key) (bool, error) {
 // Peers lists the base URLs (http://host:port) of the agent's other sidecars.
 type Peers func(ctx context.Context) ([]string, error)
 
+// URL is the base URL peers reach the sidecar at ip:port by, as DNSPeers
+// lists it.
+func URL(ip string, port int) string {
+	return "http://" + net.JoinHostPort(ip, strconv.Itoa(port))
+}
+
 // DNSPeers resolves host (the agent's headless Service, which lists every
 // pod, ready or not) to the other sidecars on port, skipping selfIP.
 func DNSPeers(host string, port int, selfIP string) Peers {
@@ -97,7 +108,7 @@ func DNSPeers(host string, port int, selfIP string) Peers {
 		out := make([]string, 0, len(ips))
 		for _, ip := range ips {
 			if ip != selfIP {
-				out = append(out, "http://"+net.JoinHostPort(ip, strconv.Itoa(port)))
+				out = append(out, URL(ip, port))
 			}
 		}
 		return out, nil
@@ -114,6 +125,10 @@ type Config struct {
 	A2APaths []string
 	Owner    Owner
 	Peers    Peers
+	// Self is this sidecar's base URL as its peers list it (URL). With it,
+	// a session no pod has is served by the pod place picks; empty, where
+	// the request lands.
+	Self string
 	// Token authenticates everything sent to peers (owner queries, forwarded
 	// requests, session lists); the agent's sidecars share it.
 	Token string
@@ -127,8 +142,9 @@ type Config struct {
 	// LookupTimeout bounds one round of owner queries. Default 3s.
 	LookupTimeout time.Duration
 	// Forwarded, if set, is told the outcome of every peer lookup:
-	// "forwarded", "local" (no pod had it), "unavailable" (a peer did not
-	// answer) or "error" (this pod could not look).
+	// "forwarded", "placed" (no pod had it: sent to the pod place picks),
+	// "local" (no pod had it and it is placed here), "unavailable" (a peer
+	// did not answer) or "error" (this pod could not look).
 	Forwarded func(outcome string)
 	// Tracer makes the span of each forwarded request; its context reaches
 	// the owner pod as a W3C traceparent. Default: no spans.
@@ -181,8 +197,8 @@ func New(cfg Config) *Router {
 			if errors.Is(err, context.Canceled) {
 				return // the client went away
 			}
-			r.log.Warn("failed to forward a request to the pod that owns its session", "peer", req.Context().Value(peerKey{}), "error", err)
-			http.Error(w, "adk2goose: the pod that owns this session did not answer; retry", http.StatusBadGateway)
+			r.log.Warn("failed to forward a request to the pod that serves its session", "peer", req.Context().Value(peerKey{}), "error", err)
+			http.Error(w, "adk2goose: the pod that serves this session did not answer; retry", http.StatusBadGateway)
 		},
 	}
 	return r
@@ -216,36 +232,86 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 			return
 		}
-		peer, unanswered := r.find(ctx, k)
+		peer, peers, unanswered := r.find(ctx, k)
 		switch {
 		case peer != nil:
 			r.cfg.Forwarded("forwarded")
-			ctx, span := r.cfg.Tracer.Start(ctx, "adk2goose.peer_forward", trace.WithSpanKind(trace.SpanKindClient),
-				trace.WithAttributes(attribute.String("adk2goose.peer", peer.Host), attribute.String("adk2goose.key", k.String())))
-			defer span.End()
-			r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(ctx, peerKey{}, peer)))
 		case unanswered > 0:
 			// Serving it here could fork a conversation its owner still has.
 			r.cfg.Forwarded("unavailable")
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, fmt.Sprintf("adk2goose: %s is not on this pod and %d peer pod(s) did not answer; retry", k, unanswered), http.StatusServiceUnavailable)
+			return
 		default:
-			r.cfg.Forwarded("local")
-			next.ServeHTTP(w, req)
+			if peer = place(k, r.cfg.Self, peers); peer == nil {
+				r.cfg.Forwarded("local")
+				next.ServeHTTP(w, req)
+				return
+			}
+			r.cfg.Forwarded("placed")
 		}
+		r.forward(w, req, peer, k)
 	})
 }
 
-// find asks every peer whether it owns k. It returns the owner, or how many
-// peers gave no answer.
-func (r *Router) find(ctx context.Context, k Key) (owner *url.URL, unanswered int) {
-	peers, err := r.cfg.Peers(ctx)
+// forward sends req to peer, which serves it locally (HopHeader).
+func (r *Router) forward(w http.ResponseWriter, req *http.Request, peer *url.URL, k Key) {
+	ctx, span := r.cfg.Tracer.Start(req.Context(), "adk2goose.peer_forward", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("adk2goose.peer", peer.Host), attribute.String("adk2goose.key", k.String())))
+	defer span.End()
+	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(ctx, peerKey{}, peer)))
+}
+
+// place picks the pod that serves session k, which no pod has: the one
+// whose URL, hashed with k, ranks highest (rendezvous hashing). Every pod
+// that sees the same pods picks the same one, and adding or removing a pod
+// moves only the ids it wins or held. nil: this pod (self), or self is
+// unknown, or k is a task (tasks are named by the pod that made them, so
+// one no pod has does not exist).
+func place(k Key, self string, peers []*url.URL) *url.URL {
+	if self == "" || k.Task != "" {
+		return nil
+	}
+	var best *url.URL
+	top := placeRank(k, self)
+	for _, p := range peers {
+		if r := placeRank(k, p.String()); r > top {
+			best, top = p, r
+		}
+	}
+	return best
+}
+
+// placeRank is pod's rank for session k: the first 8 bytes of a SHA-256, a
+// hash every pod computes alike (maphash is seeded per process).
+func placeRank(k Key, pod string) uint64 {
+	h := sha256.New()
+	for _, s := range []string{pod, k.User, k.Session} {
+		_, _ = io.WriteString(h, s)
+		_, _ = h.Write([]byte{0})
+	}
+	return binary.BigEndian.Uint64(h.Sum(nil))
+}
+
+// find asks every peer whether it owns k. It returns the owner, or the
+// peers (all of them answered no when unanswered is 0).
+func (r *Router) find(ctx context.Context, k Key) (owner *url.URL, peers []*url.URL, unanswered int) {
+	listed, err := r.cfg.Peers(ctx)
 	if err != nil {
 		r.log.Warn("failed to list peer pods", "error", err)
-		return nil, 1
+		return nil, nil, 1
+	}
+	for _, p := range listed {
+		u, err := url.Parse(p)
+		if err != nil {
+			r.log.Warn("failed to parse a peer pod's URL", "peer", p, "error", err)
+			unanswered++
+			continue
+		}
+		peers = append(peers, u)
 	}
 	if len(peers) == 0 {
-		return nil, 0
+		return nil, nil, unanswered
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
 	defer cancel()
@@ -256,13 +322,8 @@ func (r *Router) find(ctx context.Context, k Key) (owner *url.URL, unanswered in
 	}
 	answers := make(chan answer, len(peers))
 	var wg sync.WaitGroup
-	for _, p := range peers {
+	for _, u := range peers {
 		wg.Go(func() {
-			u, err := url.Parse(p)
-			if err != nil {
-				answers <- answer{error: fmt.Errorf("failed to parse peer URL %q: %w", p, err)}
-				return
-			}
 			owns, err := r.ask(ctx, u, k)
 			answers <- answer{peer: u, owns: owns, error: err}
 		})
@@ -273,13 +334,13 @@ func (r *Router) find(ctx context.Context, k Key) (owner *url.URL, unanswered in
 		switch {
 		case a.owns:
 			cancel() // the others' answers no longer matter
-			return a.peer, 0
+			return a.peer, peers, 0
 		case a.error != nil:
 			r.log.Warn("a peer pod did not answer an owner query", "peer", a.peer, "error", a.error)
 			unanswered++
 		}
 	}
-	return nil, unanswered
+	return nil, peers, unanswered
 }
 
 func (r *Router) ask(ctx context.Context, peer *url.URL, k Key) (bool, error) {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -141,8 +143,18 @@ func startPod(t *testing.T, name string, owner Owner, peers Peers, mut ...func(*
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "data: served by "+name+"\n\n")
 	})
+	var routed http.Handler
+	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Authorization") != "Bearer tok" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		routed.ServeHTTP(w, req)
+	}))
 	cfg := Config{
 		AppName: "goose", A2APaths: []string{"/a2a/v1/invoke"}, Owner: owner, Peers: peers,
+		// As the binary sets it: the URL its peers list it by.
+		Self:  "http://" + p.srv.Listener.Addr().String(),
 		Token: "tok", MaxBodyBytes: 1 << 10, RunKey: runKey, Logger: slog.New(slog.DiscardHandler),
 	}
 	for _, m := range mut {
@@ -151,15 +163,8 @@ func startPod(t *testing.T, name string, owner Owner, peers Peers, mut ...func(*
 	mux := http.NewServeMux()
 	mux.Handle("GET "+OwnerPath, OwnerHandler(owner, cfg.Logger))
 	mux.Handle("/", local)
-	routed := decodeRuns(New(cfg).Wrap(mux))
-	auth := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Header.Get("Authorization") != "Bearer tok" {
-			http.Error(w, "no", http.StatusUnauthorized)
-			return
-		}
-		routed.ServeHTTP(w, req)
-	})
-	p.srv = httptest.NewServer(auth)
+	routed = decodeRuns(New(cfg).Wrap(mux))
+	p.srv.Start()
 	t.Cleanup(p.srv.Close)
 	return p
 }
@@ -225,7 +230,8 @@ func TestRouterForwardsToOwner(t *testing.T) {
 
 func TestRouterServesLocally(t *testing.T) {
 	owner := startPod(t, "owner", stubOwner{sessions: []string{"u/s"}, tasks: []string{"t1"}}, static())
-	entry := startPod(t, "entry", stubOwner{sessions: []string{"u/mine"}}, static(owner.srv.URL))
+	// Not knowing its own URL, it places no session (TestRouterPlacesNewSessions).
+	entry := startPod(t, "entry", stubOwner{sessions: []string{"u/mine"}}, static(owner.srv.URL), func(c *Config) { c.Self = "" })
 	for _, c := range []struct{ name, method, path, body string }{
 		{"own session", http.MethodPost, "/run", `{"userId":"u","sessionId":"mine"}`},
 		{"no pod has it", http.MethodPost, "/run", `{"userId":"u","sessionId":"new"}`},
@@ -293,6 +299,140 @@ func TestRouterUnavailable(t *testing.T) {
 	entry := startPod(t, "entry", stubOwner{err: errors.New("disk gone")}, static(broken.srv.URL))
 	if resp, body := send(t, entry.srv.URL, http.MethodPost, "/run", `{"userId":"u","sessionId":"s"}`); resp.StatusCode != http.StatusOK || body != "data: served by entry\n\n" {
 		t.Fatalf("local lookup error: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestRouterPlacesNewSessions: a request for a session no pod has reaches
+// the pod place picks for its id, from whichever pod it enters, so that a
+// new id sent to several pods at once is created on one.
+func TestRouterPlacesNewSessions(t *testing.T) {
+	var urls [3]string
+	var mu sync.Mutex
+	others := func(i int) Peers {
+		return func(context.Context) ([]string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Concat(urls[:i], urls[i+1:]), nil
+		}
+	}
+	var outcomes [3][]string
+	var pods [3]*pod
+	for i := range pods {
+		pods[i] = startPod(t, fmt.Sprint("pod", i), stubOwner{}, others(i), func(c *Config) {
+			c.Forwarded = func(o string) { mu.Lock(); outcomes[i] = append(outcomes[i], o); mu.Unlock() }
+		})
+		mu.Lock()
+		urls[i] = pods[i].srv.URL
+		mu.Unlock()
+	}
+	served := map[int]bool{}
+	for n := range 12 {
+		session := fmt.Sprint("new-", n)
+		want := slices.Index(urls[:], placedOn(t, Key{User: "u", Session: session}, urls[:]))
+		served[want] = true
+		for i, entry := range pods {
+			before := len(pods[want].requests())
+			body := `{"userId":"u","sessionId":"` + session + `"}`
+			resp, got := send(t, entry.srv.URL, http.MethodPost, "/run", body)
+			if resp.StatusCode != http.StatusOK || got != "data: served by pod"+fmt.Sprint(want)+"\n\n" {
+				t.Fatalf("%s entering pod %d: %d %q, want it served by pod %d", session, i, resp.StatusCode, got, want)
+			}
+			r := pods[want].requests()
+			if len(r) != before+1 || r[len(r)-1].body != body || (r[len(r)-1].hop == "1") != (i != want) {
+				t.Fatalf("%s entering pod %d: pod %d got %+v", session, i, want, r[before:])
+			}
+			mu.Lock()
+			outcome := outcomes[i][len(outcomes[i])-1]
+			mu.Unlock()
+			if wantOutcome := map[bool]string{true: "local", false: "placed"}[i == want]; outcome != wantOutcome {
+				t.Fatalf("%s entering pod %d: outcome %q, want %q", session, i, outcome, wantOutcome)
+			}
+		}
+	}
+	if len(served) < 2 {
+		t.Fatalf("12 new sessions all placed on pods %v: place does not spread them", served)
+	}
+	// A task no pod has does not exist (pods name their tasks): it is
+	// served where it lands, which answers that.
+	for i, entry := range pods {
+		resp, got := send(t, entry.srv.URL, http.MethodPost, "/a2a/v1/invoke", `{"method":"GetTask","params":{"id":"t-new"}}`)
+		if resp.StatusCode != http.StatusOK || got != "data: served by pod"+fmt.Sprint(i)+"\n\n" {
+			t.Fatalf("unknown task entering pod %d: %d %q", i, resp.StatusCode, got)
+		}
+	}
+}
+
+// placedOn is the pod (of pods) place picks for k, asked as each pod would
+// ask it, failing t unless every pod picks the same.
+func placedOn(t *testing.T, k Key, pods []string) string {
+	t.Helper()
+	var picked string
+	for i, self := range pods {
+		var peers []*url.URL
+		for _, p := range slices.Concat(pods[:i], pods[i+1:]) {
+			u, err := url.Parse(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			peers = append(peers, u)
+		}
+		got := self
+		if u := place(k, self, peers); u != nil {
+			got = u.String()
+		}
+		if i > 0 && got != picked {
+			t.Fatalf("%v: pod %s places it on %s, pod %s on %s", k, pods[0], picked, self, got)
+		}
+		picked = got
+	}
+	return picked
+}
+
+// TestPlace: every pod picks the same pod for a new session, the picks
+// spread over the pods, and a pod that goes moves only the sessions it had
+// been picked for.
+func TestPlace(t *testing.T) {
+	// Loopback URLs: only hashed here, never dialled.
+	pods := []string{"http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003", "http://127.0.0.1:8004"}
+	const sessions = 400
+	count := map[string]int{}
+	for n := range sessions {
+		k := Key{User: "u", Session: fmt.Sprint("s", n)}
+		on := placedOn(t, k, pods)
+		count[on]++
+		if after := placedOn(t, k, pods[:3]); on != pods[3] && after != on {
+			t.Fatalf("%v moved from %s to %s when %s went", k, on, after, pods[3])
+		}
+	}
+	for _, p := range pods {
+		// 100 each on average; a fixed hash makes this exact run to run.
+		if count[p] < 70 || count[p] > 130 {
+			t.Fatalf("sessions per pod %v: uneven", count)
+		}
+	}
+	// A pod that does not know its URL places nothing: served where it
+	// lands (nil).
+	var peers []*url.URL
+	for _, p := range pods[1:] {
+		u, _ := url.Parse(p)
+		peers = append(peers, u)
+	}
+	for n := range 20 {
+		k := Key{User: "u", Session: fmt.Sprint("s", n)}
+		if u := place(k, "", peers); u != nil {
+			t.Fatalf("place(%v) with no self = %s, want nil", k, u)
+		}
+	}
+	// The user is part of the id: the same session id of another user is
+	// placed on its own.
+	differ := 0
+	for n := range 50 {
+		if placedOn(t, Key{User: "a", Session: fmt.Sprint(n)}, pods) != placedOn(t, Key{User: "b", Session: fmt.Sprint(n)}, pods) {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Fatal("users a and b get every session id placed alike: the user is not hashed")
 	}
 }
 

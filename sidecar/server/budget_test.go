@@ -369,7 +369,7 @@ func TestBudgetTwoReplicas(t *testing.T) {
 	p.start(0)
 	p.start(1)
 	for i, sc := range p.pods {
-		sc.createSession("u", fmt.Sprint("s", i))
+		sc.createSessionHere("u", fmt.Sprint("s", i))
 	}
 	p.pods[0].spend("s0", 60)
 	p.pods[1].spend("s1", 30)

@@ -17,6 +17,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
+	"github.com/adk2goose/goose-operator/sidecar/peering"
 	"github.com/adk2goose/goose-operator/sidecar/server"
 	"github.com/adk2goose/goose-operator/sidecar/server/servertest"
 )
@@ -242,6 +243,18 @@ func readSSE(t testing.TB, r io.Reader) []sseFrame {
 func (s *sidecar) createSession(user, id string) {
 	s.t.Helper()
 	code, body := s.do(http.MethodPost, "/apps/"+appName+"/users/"+user+"/sessions/"+id, nil)
+	if code != http.StatusOK {
+		s.t.Fatalf("create session: %d %s", code, body)
+	}
+}
+
+// createSessionHere creates a session on this sidecar whatever its peers
+// are: marked as sent by a peer (peering.HopHeader), as a create that
+// another pod placed here arrives, the router serves it locally.
+func (s *sidecar) createSessionHere(user, id string) {
+	s.t.Helper()
+	code, body := s.doWith(http.MethodPost, "/apps/"+appName+"/users/"+user+"/sessions/"+id, nil,
+		map[string]string{"Authorization": "Bearer " + testToken, peering.HopHeader: "1"})
 	if code != http.StatusOK {
 		s.t.Fatalf("create session: %d %s", code, body)
 	}

@@ -79,7 +79,7 @@ func newMetrics() *metrics {
 		}),
 		peerLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "adk2goose_peer_lookups_total",
-			Help: "Requests for a session or task not on this pod, by outcome (forwarded, local, unavailable, error).",
+			Help: "Requests for a session or task not on this pod, by outcome (forwarded, placed, local, unavailable, error).",
 		}, []string{"outcome"}),
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.streamDuration, m.firstEvent, m.openStreams,

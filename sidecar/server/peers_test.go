@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -194,9 +196,21 @@ func TestReplicasRESTConversation(t *testing.T) {
 		t.Fatalf("the conversation used goose sessions %v, want one", gooseSessions)
 	}
 	other := 1 - own
-	// The balancer sent turns 0 and 2 to the pod without the session.
-	if got := rs.metric(t, other, `adk2goose_peer_lookups_total{outcome="forwarded"}`); got != "2" {
-		t.Fatalf("forwarded lookups on the other pod: %q, want 2", got)
+	// The balancer sent the create to pod 0 and turn i to pod (i+1)%2. A
+	// create on pod 0 that its id places on pod 1 was sent there; the turns
+	// that reached the pod without the session were forwarded.
+	lookups := func(pod int, outcome string) string {
+		return rs.metric(t, pod, `adk2goose_peer_lookups_total{outcome="`+outcome+`"}`)
+	}
+	wantCreate, wantForwarded := "local", "2" // turns 0 and 2 on pod 1
+	if own == 1 {
+		wantCreate, wantForwarded = "placed", "1" // turn 1 on pod 0
+	}
+	if got := lookups(0, wantCreate); got != "1" {
+		t.Fatalf("create on pod 0 with the session placed on pod %d: %s lookups %q, want 1", own, wantCreate, got)
+	}
+	if got := lookups(other, "forwarded"); got != wantForwarded {
+		t.Fatalf("forwarded lookups on the other pod: %q, want %s", got, wantForwarded)
 	}
 
 	// Reads through the pod without the session are forwarded too.
@@ -209,7 +223,7 @@ func TestReplicasRESTConversation(t *testing.T) {
 	}
 
 	// A session created on the other pod; both pods list both.
-	rs.pods[other].createSession("u", "second")
+	rs.pods[other].createSessionHere("u", "second")
 	for i, p := range rs.pods {
 		code, body := p.do(http.MethodGet, "/apps/goose/users/u/sessions", nil)
 		var list []struct {
@@ -228,7 +242,8 @@ func TestReplicasRESTConversation(t *testing.T) {
 		t.Fatalf("sessions per pod %d and %d, want 1 and 1", a, b)
 	}
 
-	// A session no pod has is served where it lands: adkrest's 404.
+	// A run on a session no pod has: adkrest's 404, from the pod its id
+	// places it on.
 	if code, _ := rs.pods[other].runSSE(runBody("u", "nowhere", "hi", true)); code != http.StatusNotFound {
 		t.Fatalf("run on an unknown session: %d, want 404", code)
 	}
@@ -242,6 +257,47 @@ func TestReplicasRESTConversation(t *testing.T) {
 	resp := rs.pods[other].get(t, "/apps/goose/users/u/sessions")
 	if resp.StatusCode != http.StatusOK || resp.Header.Get(peering.PartialHeader) != "1" {
 		t.Fatalf("list with a peer down: %d, %s=%q", resp.StatusCode, peering.PartialHeader, resp.Header.Get(peering.PartialHeader))
+	}
+}
+
+// TestReplicasCreateANewIDOnce: the same new session id sent to both pods
+// at once (a client retrying through the Service, two tabs of the web UI)
+// is created once. Both pods place it on the pod its id hashes to, which
+// takes the creates one at a time and answers the second 409; before, each
+// pod found no pod with the id and created its own copy.
+func TestReplicasCreateANewIDOnce(t *testing.T) {
+	rs := startReplicaSet(t)
+	const ids = 20
+	codes := map[int]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range ids {
+		for _, p := range rs.pods {
+			wg.Go(func() {
+				code, body := p.do(http.MethodPost, fmt.Sprintf("/apps/goose/users/u/sessions/new-%d", i), nil)
+				if code != http.StatusOK && !strings.Contains(string(body), "Session already exists") {
+					t.Errorf("create new-%d: %d %s", i, code, body)
+				}
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	if codes[http.StatusOK] != ids || codes[http.StatusConflict] != ids {
+		t.Fatalf("creates answered %v, want %d of 200 and %d of 409", codes, ids, ids)
+	}
+	for i := range ids {
+		var on []int
+		for j, p := range rs.pods {
+			if code, _ := p.do(http.MethodGet, peering.OwnerPath+fmt.Sprintf("?user=u&session=new-%d", i), nil); code == http.StatusOK {
+				on = append(on, j)
+			}
+		}
+		if len(on) != 1 {
+			t.Fatalf("new-%d is on pods %v, want one", i, on)
+		}
 	}
 }
 
@@ -358,7 +414,7 @@ func (s *sidecar) get(t *testing.T, path string) *http.Response {
 // hop must authenticate itself).
 func TestReplicasEveryTokenForm(t *testing.T) {
 	rs := startReplicaSet(t)
-	rs.pods[0].createSession("u", "owned-by-0")
+	rs.pods[0].createSessionHere("u", "owned-by-0")
 	via := rs.pods[1]
 	forms := []struct {
 		name  string
@@ -395,13 +451,24 @@ func TestReplicasEveryTokenForm(t *testing.T) {
 			}
 		})
 	}
-	// The first A2A message created its context on pod 1 (no pod had it);
-	// every later one was served there, and every REST turn on pod 0.
-	if n := len(rs.gooses[0].Prompts()); n != len(forms) {
-		t.Fatalf("prompts on the session's owner: %d, want %d", n, len(forms))
+	// Every REST turn was served on pod 0. The first A2A message created
+	// its context on the pod its id places it on (no pod had it), and
+	// every later one was served in that context's goose session.
+	rest, a2a := map[int]int{}, map[string]int{}
+	for i, g := range rs.gooses {
+		for _, p := range g.Prompts() {
+			if p.Text == "a2a" {
+				a2a[fmt.Sprint(i, "/", p.SessionID)]++
+			} else {
+				rest[i]++
+			}
+		}
 	}
-	if n := len(rs.gooses[1].Prompts()); n != len(forms) {
-		t.Fatalf("prompts on the A2A context's owner: %d, want %d", n, len(forms))
+	if rest[0] != len(forms) || rest[1] != 0 {
+		t.Fatalf("REST prompts per pod %v, want %d on the session's owner, pod 0", rest, len(forms))
+	}
+	if len(a2a) != 1 || slices.Collect(maps.Values(a2a))[0] != len(forms) {
+		t.Fatalf("A2A prompts by pod/goose session %v, want %d in one", a2a, len(forms))
 	}
 	// A wrong key is still refused at the first pod, whatever the hop does.
 	if code, _ := via.doWith(http.MethodGet, "/apps/goose/users/u/sessions/owned-by-0?api_key=wrong", nil, nil); code != http.StatusUnauthorized {

@@ -39,8 +39,9 @@
 // same id created again starts a fresh goose conversation.
 //
 // Replicas: with Config.Peers set, a request naming a session, A2A context or
-// task that another pod of the agent has is forwarded to that pod, and a
-// user's session list merges every pod's (package peering).
+// task that another pod of the agent has is forwarded to that pod, one naming
+// a session no pod has to the pod its id hashes to (with Config.PeerURL), and
+// a user's session list merges every pod's (package peering).
 //
 // Token budget (package budget): while the agent's budget is spent, a
 // /run or /run_sse that would start a turn is answered 429 with a JSON
@@ -153,6 +154,10 @@ type Config struct {
 	// Peers lists the other sidecars of the agent (replicas > 1); nil serves
 	// every request here.
 	Peers peering.Peers
+	// PeerURL is this sidecar's base URL as Peers lists it on the other
+	// pods (peering.URL): with it a session no pod has is created on the one
+	// pod its id hashes to (peering.Config.Self).
+	PeerURL string
 	// Workspaces, when set, gives each ADK user or session its own goose
 	// working directory (in place of StartOptions.WorkingDir), removes a
 	// session's directory when the session is deleted, and sweeps unused
@@ -376,6 +381,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			A2APaths:     []string{A2APathV1, A2APathV03},
 			Owner:        s,
 			Peers:        cfg.Peers,
+			Self:         cfg.PeerURL,
 			Token:        cfg.AuthToken,
 			MaxBodyBytes: cfg.MaxMessageBytes,
 			RunKey:       runPeerKey,

@@ -295,7 +295,7 @@ func TestTraceFollowsPeerForwarding(t *testing.T) {
 		urls[i] = pods[i].URL
 		mu.Unlock()
 	}
-	pods[0].createSession("u", "owned")
+	pods[0].createSessionHere("u", "owned")
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	frames := pods[1].runSSEWith(runBody("u", "owned", "hello", true), "00-"+traceID+"-00f067aa0ba902b7-01")
 	if !strings.Contains(mustJSON(t, frames), "echo: ") {

@@ -165,7 +165,7 @@ func TestTurnWaitRunsOut(t *testing.T) {
 // meet at the pod that has the session and take turns there.
 func TestReplicasOneTurnAtATime(t *testing.T) {
 	rs := startReplicaSet(t)
-	rs.pods[0].createSession("u", "shared")
+	rs.pods[0].createSessionHere("u", "shared")
 	const n = 6
 	var wg sync.WaitGroup
 	for i := range n {

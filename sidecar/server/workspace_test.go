@@ -290,7 +290,7 @@ func TestWorkspaceOnOwningReplica(t *testing.T) {
 	rs := startReplicaSet(t, func(i int, cfg *server.Config) {
 		cfg.Workspaces = newWorkspaces(t, roots[i], workspace.ScopeSession)
 	})
-	rs.pods[0].createSession("alice", "s1")
+	rs.pods[0].createSessionHere("alice", "s1")
 	rs.pods[1].say("alice", "s1", "hello from the other pod")
 	rs.pods[0].say("alice", "s1", "hello from the owner")
 	prompts := rs.gooses[0].Prompts()

@@ -40,6 +40,9 @@ func Start(t testing.TB, cfg server.Config) *Sidecar {
 	if cfg.PublicBaseURL == "" {
 		cfg.PublicBaseURL = base
 	}
+	if cfg.Peers != nil && cfg.PeerURL == "" {
+		cfg.PeerURL = base // the URL peers list it by, as the binary's pod IP gives
+	}
 	if cfg.StartOptions == (goose.StartOptions{}) {
 		cfg.StartOptions.WorkingDir = "/tmp"
 	}
