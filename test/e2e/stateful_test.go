@@ -3,7 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -211,6 +213,23 @@ spec:
 			if p.Name == owner && fw[i] > 0 {
 				t.Errorf("the owner %s forwarded %d turns of its own session", owner, fw[i])
 			}
+		}
+	}
+
+	// The same new session id sent to both pods at once is created on one:
+	// each pod places it on the pod its id hashes to (its own URL from
+	// POD_IP, its peers' from the headless Service), which answers the
+	// second create 409.
+	const ids = 30 // without placement, 10 of 30 ids were created on both pods
+	out := e.mustKubectl(t, "", "-n", samplesNS, "exec", pod, "--", "client", "create-at-once", "-token", tok, "-app", name,
+		"-urls", "http://"+pods[0].Status.PodIP+":8080,http://"+pods[1].Status.PodIP+":8080", "-session", "race", "-n", strconv.Itoa(ids))
+	var codes map[string][]int
+	if err := json.Unmarshal([]byte(out), &codes); err != nil || len(codes) != ids {
+		t.Fatalf("create-at-once printed %q (%v): want the codes of %d ids", out, err, ids)
+	}
+	for id, c := range codes {
+		if slices.Sort(c); !slices.Equal(c, []int{http.StatusOK, http.StatusConflict}) {
+			t.Errorf("session %s sent to both pods at once: %v, want one 200 and one 409", id, c)
 		}
 	}
 }

@@ -11,6 +11,9 @@
 //	    -stock-card-provider asks for remoteagent.NewAgentCardProvider
 //	client get -url URL [-token T] [-insecure]
 //	    a GET whose body is printed as is (a pod's /metrics, a session)
+//	client create-at-once -urls URL,URL... -token T -app APP -user U -session PREFIX -n N
+//	    creates sessions PREFIX-0 … PREFIX-(N-1), each sent to every URL at
+//	    once, and prints the status codes each id got
 package main
 
 import (
@@ -27,6 +30,7 @@ import (
 	neturl "net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -82,7 +86,7 @@ func runAndPrint(args []string) error {
 
 func run(ctx context.Context, args []string) (*Result, error) {
 	if len(args) == 0 {
-		return nil, errors.New("usage: client rest|a2a [flags]")
+		return nil, errors.New("usage: client rest|a2a|get|create-at-once [flags]")
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	url := fs.String("url", "", "the agent's base URL, e.g. http://NAME.NS.svc:8080")
@@ -94,10 +98,13 @@ func run(ctx context.Context, args []string) (*Result, error) {
 	create := fs.Bool("create", false, "create the session first (rest)")
 	stock := fs.Bool("stock-card-provider", false, "resolve the agent card with remoteagent.NewAgentCardProvider (a2a)")
 	insecure := fs.Bool("insecure", false, "skip TLS verification (get; the manager's self-signed metrics endpoint)")
+	urls := fs.String("urls", "", "comma-separated base URLs, each sent every create (create-at-once)")
+	n := fs.Int("n", 10, "sessions to create (create-at-once)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = max(*n, 2) // create-at-once keeps n connections to each URL
 	if *insecure {
 		base.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // e2e only: a self-signed in-cluster endpoint
 	}
@@ -105,6 +112,12 @@ func run(ctx context.Context, args []string) (*Result, error) {
 	switch args[0] {
 	case "get":
 		return nil, get(ctx, hc, *url)
+	case "create-at-once":
+		codes, err := createAtOnce(ctx, hc, strings.Split(*urls, ","), *app, *user, *sid, *n)
+		if err != nil {
+			return nil, err
+		}
+		return nil, json.NewEncoder(os.Stdout).Encode(codes)
 	case "rest":
 		if *create {
 			if err := post(ctx, hc, *url+"/apps/"+*app+"/users/"+*user+"/sessions/"+*sid, nil, io.Discard); err != nil {
@@ -120,6 +133,66 @@ func run(ctx context.Context, args []string) (*Result, error) {
 		return runA2A(ctx, hc, cards, *text)
 	}
 	return nil, fmt.Errorf("unknown command %q", args[0])
+}
+
+// createAtOnce creates sessions prefix-0 … prefix-(n-1), sending every
+// create to every one of urls in the same moment (over connections opened
+// first, so that no dial staggers them; hc keeps n idle per host), and
+// returns the status codes each id got, in no order.
+func createAtOnce(ctx context.Context, hc *http.Client, urls []string, app, user, prefix string, n int) (map[string][]int, error) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed error
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		failed = errors.Join(failed, err)
+	}
+	// n connections to each URL, left idle for the creates.
+	for _, u := range urls {
+		for range n {
+			wg.Go(func() {
+				if err := exchange(ctx, hc, http.MethodGet, u+"/healthz", nil, io.Discard); err != nil {
+					fail(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if failed != nil {
+		return nil, fmt.Errorf("failed to open connections: %w", failed)
+	}
+	codes := map[string][]int{}
+	start := make(chan struct{})
+	for i := range n {
+		id := fmt.Sprint(prefix, "-", i)
+		for _, u := range urls {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, u+"/apps/"+app+"/users/"+user+"/sessions/"+id, strings.NewReader("{}"))
+			if err != nil {
+				return nil, err
+			}
+			req.Header.Set("Content-Type", "application/json")
+			wg.Go(func() {
+				<-start
+				resp, err := hc.Do(req)
+				if err != nil {
+					fail(fmt.Errorf("failed to create session %s: %w", id, err))
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				mu.Lock()
+				defer mu.Unlock()
+				codes[id] = append(codes[id], resp.StatusCode)
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	if failed != nil {
+		return nil, failed
+	}
+	return codes, nil
 }
 
 // post sends body as JSON ({} for nil) and copies a 200 answer to out.
