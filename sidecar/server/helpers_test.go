@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -242,10 +243,7 @@ func readSSE(t testing.TB, r io.Reader) []sseFrame {
 
 func (s *sidecar) createSession(user, id string) {
 	s.t.Helper()
-	code, body := s.do(http.MethodPost, "/apps/"+appName+"/users/"+user+"/sessions/"+id, nil)
-	if code != http.StatusOK {
-		s.t.Fatalf("create session: %d %s", code, body)
-	}
+	s.createSessionWith(user, id, nil)
 }
 
 // createSessionHere creates a session on this sidecar whatever its peers
@@ -253,8 +251,15 @@ func (s *sidecar) createSession(user, id string) {
 // another pod placed here arrives, the router serves it locally.
 func (s *sidecar) createSessionHere(user, id string) {
 	s.t.Helper()
-	code, body := s.doWith(http.MethodPost, "/apps/"+appName+"/users/"+user+"/sessions/"+id, nil,
-		map[string]string{"Authorization": "Bearer " + testToken, peering.HopHeader: "1"})
+	s.createSessionWith(user, id, map[string]string{peering.HopHeader: "1"})
+}
+
+// createSessionWith creates a session with the token and hdr.
+func (s *sidecar) createSessionWith(user, id string, hdr map[string]string) {
+	s.t.Helper()
+	all := map[string]string{"Authorization": "Bearer " + testToken}
+	maps.Copy(all, hdr)
+	code, body := s.doWith(http.MethodPost, "/apps/"+appName+"/users/"+user+"/sessions/"+id, nil, all)
 	if code != http.StatusOK {
 		s.t.Fatalf("create session: %d %s", code, body)
 	}
