@@ -162,30 +162,38 @@ func createAtOnce(ctx context.Context, hc *http.Client, urls []string, app, user
 	if failed != nil {
 		return nil, fmt.Errorf("failed to open connections: %w", failed)
 	}
-	codes := map[string][]int{}
-	start := make(chan struct{})
+	type create struct {
+		id  string
+		req *http.Request
+	}
+	var creates []create
 	for i := range n {
 		id := fmt.Sprint(prefix, "-", i)
 		for _, u := range urls {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, u+"/apps/"+app+"/users/"+user+"/sessions/"+id, strings.NewReader("{}"))
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("failed to build the create of session %s: %w", id, err)
 			}
 			req.Header.Set("Content-Type", "application/json")
-			wg.Go(func() {
-				<-start
-				resp, err := hc.Do(req)
-				if err != nil {
-					fail(fmt.Errorf("failed to create session %s: %w", id, err))
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				_ = resp.Body.Close()
-				mu.Lock()
-				defer mu.Unlock()
-				codes[id] = append(codes[id], resp.StatusCode)
-			})
+			creates = append(creates, create{id, req})
 		}
+	}
+	codes := map[string][]int{}
+	start := make(chan struct{})
+	for _, c := range creates {
+		wg.Go(func() {
+			<-start
+			resp, err := hc.Do(c.req)
+			if err != nil {
+				fail(fmt.Errorf("failed to create session %s: %w", c.id, err))
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			codes[c.id] = append(codes[c.id], resp.StatusCode)
+		})
 	}
 	close(start)
 	wg.Wait()
