@@ -325,21 +325,30 @@ func (r turn) gooseHost() string {
 // chat runs the client in the client pod: one turn over "rest" or "a2a".
 //
 // kube-proxy programs a Service's endpoint a moment after its pod is Ready
-// (seen on the real node, for a new agent and after a pod was replaced), and
-// until then the Service refuses connections. A refused connection never
-// reached the agent, so it is retried, for up to a minute; any other error
-// is returned at once.
+// (seen on the real node, for a new agent and after a pod was replaced).
+// Until then the Service refuses connections, or, while its rule still
+// names the replaced pod's address, the dial times out (seen once after
+// case 3's roll). Neither connection reached the agent, so both are
+// retried, for up to a minute; any other error is returned at once.
 func (e *env) chat(t *testing.T, ns, pod string, args ...string) (turn, error) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		r, err := e.chatOnce(t, ns, pod, args...)
-		if err == nil || !strings.Contains(err.Error(), "connect: connection refused") || time.Now().After(deadline) {
+		if err == nil || !dialFailed(err) || time.Now().After(deadline) {
 			return r, err
 		}
-		t.Logf("the Service refused the connection (endpoint not programmed yet), retrying: %v", err)
+		t.Logf("the Service's connection failed (endpoint not programmed yet), retrying: %v", err)
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// dialFailed reports whether the client's request failed to connect, so
+// it never reached the agent.
+func dialFailed(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "connect: connection refused") ||
+		(strings.Contains(msg, "dial tcp") && strings.Contains(msg, "i/o timeout"))
 }
 
 func (e *env) chatOnce(t *testing.T, ns, pod string, args ...string) (turn, error) {

@@ -26,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -104,6 +105,9 @@ func run(ctx context.Context, args []string) (*Result, error) {
 		return nil, err
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
+	// In the cluster a connection opens at once or not at all (a Service
+	// rule still naming a replaced pod); fail fast so the suite retries.
+	base.DialContext = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 	base.MaxIdleConnsPerHost = max(*n, 2) // create-at-once keeps n connections to each URL
 	if *insecure {
 		base.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // e2e only: a self-signed in-cluster endpoint
