@@ -16,6 +16,7 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/dustin/go-humanize"
 
+	"github.com/adk2goose/goose-operator/internal/prestop"
 	"github.com/adk2goose/goose-operator/internal/secretfile"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
@@ -35,7 +36,7 @@ type options struct {
 	authTokenFile, corsOrigins                           string
 	logLevel, logFormat                                  string
 	peersHost, podIP                                     string
-	budgetFile, podName                                  string
+	budgetFile, podName, drainDir                        string
 	budgetSyncInterval                                   time.Duration
 	insecureNoAuth, startGooseOnCreate                   bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
@@ -125,7 +126,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.confirmationTimeout, "confirmation-timeout", "ADK2GOOSE_CONFIRMATION_TIMEOUT", 10*time.Minute, "how long a goose tool approval waits for the ADK client's answer before it is denied")
 	dur(&o.gooseIdleTimeout, "goose-idle-timeout", "ADK2GOOSE_GOOSE_IDLE_TIMEOUT", 10*time.Minute, "goose serve: close a session's own goose connection after it ran no reply for this long (goose then stops the session's extensions; the next turn reconnects)")
 	dur(&o.gooseUnusedIdleTimeout, "goose-unused-idle-timeout", "ADK2GOOSE_GOOSE_UNUSED_IDLE_TIMEOUT", 2*time.Minute, "goose serve: the same for a session that has run no turn yet (one started when its ADK session was created); never longer than -goose-idle-timeout")
-	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, how long open streams may finish before they are ended")
+	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, or when goose's preStop hook asks (-drain-dir), how long running turns may finish before they are ended")
+	str(&o.drainDir, "drain-dir", "ADK2GOOSE_DRAIN_DIR", "", "directory shared with the goose container, whose preStop hook asks here for a drain before goose stops (internal/prestop); empty: none")
 	size(&o.maxMessageBody, "max-message-body", "ADK2GOOSE_MAX_MESSAGE_BODY", server.DefaultMaxMessageBytes, "largest body of /run, /run_sse and A2A requests (a user message); larger ones get 413")
 	size(&o.maxOtherBody, "max-other-body", "ADK2GOOSE_MAX_OTHER_BODY", server.DefaultMaxOtherBytes, "largest body of every other route (session create, PATCH); larger ones get 413")
 	dur(&o.bodyReadTimeout, "body-read-timeout", "ADK2GOOSE_BODY_READ_TIMEOUT", server.DefaultBodyReadTimeout, "longest time a request body may take to arrive; slower ones get 408")
@@ -351,7 +353,47 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	if onListen != nil {
 		onListen(ln.Addr())
 	}
+	if o.drainDir != "" {
+		stopWatch := drainOnRequest(ctx, log, srv, o.drainDir, o.drainTimeout)
+		defer stopWatch()
+	}
 	return srv.Serve(ctx, ln, o.drainTimeout)
+}
+
+// drainRequestInterval is how often the drain directory is looked at.
+const drainRequestInterval = 200 * time.Millisecond
+
+// drainOnRequest drains srv when goose's preStop hook asks in dir (goose
+// serve ends every running turn at once when it gets its SIGTERM), then
+// tells the hook. The returned func stops watching and waits for a drain
+// under way, which ctx's end cuts short.
+func drainOnRequest(ctx context.Context, log *slog.Logger, srv *server.Server, dir string, timeout time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	requested, err := prestop.Watch(ctx, dir, drainRequestInterval)
+	if err != nil {
+		log.Warn("goose's preStop hook will not wait for running turns", "error", err)
+		cancel()
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-requested:
+		case <-ctx.Done():
+			return
+		}
+		log.Info("goose's preStop hook asks for a drain", "timeout", timeout.String())
+		dctx, cancelDrain := context.WithTimeout(ctx, timeout)
+		defer cancelDrain()
+		if err := srv.Drain(dctx); err != nil {
+			log.Warn("failed to drain before goose stops", "error", err)
+		}
+		if err := prestop.Done(dir); err != nil {
+			log.Error("goose will stop only when its preStop hook gives up", "error", err)
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // peers lists the agent's other sidecars, which listen on port as this one

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"go.uber.org/goleak"
 
+	"github.com/adk2goose/goose-operator/internal/prestop"
 	"github.com/adk2goose/goose-operator/internal/syncbuf"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
@@ -52,6 +54,10 @@ func TestRunServesAndDrains(t *testing.T) {
 				t.Fatal(err)
 			}
 			secretFile := filepath.Join(dir, "goose-secret")
+			drainDir := filepath.Join(dir, "drain")
+			if err := os.Mkdir(drainDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			var url, secret string
 			var serve *goosetest.Serve
 			if flavor == "serve" {
@@ -69,7 +75,7 @@ func TestRunServesAndDrains(t *testing.T) {
 				"GOOSE_URL": url, "GOOSE_FLAVOR": flavor, "GOOSE_SECRET_FILE": secretFile,
 				"ADK2GOOSE_DATA_DIR": filepath.Join(dir, "data"), "ADK2GOOSE_DRAIN_TIMEOUT": "2s",
 				"GOOSE_WORKING_DIR": filepath.Join(dir, "workspace"), "ADK2GOOSE_WORKSPACE_RETENTION": "24h",
-				"ADK2GOOSE_GOOSE_UNUSED_IDLE_TIMEOUT": "50ms",
+				"ADK2GOOSE_GOOSE_UNUSED_IDLE_TIMEOUT": "50ms", "ADK2GOOSE_DRAIN_DIR": drainDir,
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -126,6 +132,18 @@ func TestRunServesAndDrains(t *testing.T) {
 				}
 				waitUntil(t, "goose to start the session", func() bool { return serve.Calls("session/new") == 1 })
 				waitUntil(t, "its unused connection to close", func() bool { return serve.OpenConnections() == 0 })
+			}
+			// goose's preStop hook, as the kubelet runs it, returns once the
+			// sidecar has drained (nothing runs here), which then serves as
+			// out of service until its own SIGTERM.
+			if out, err := exec.CommandContext(t.Context(), "/bin/sh", "-c", prestop.Script(drainDir, time.Minute)).CombinedOutput(); err != nil {
+				t.Fatalf("preStop hook: %v %s", err, out)
+			}
+			if !prestop.Drained(drainDir) {
+				t.Fatal("the preStop hook returned before the sidecar drained")
+			}
+			if code, body := get("/readyz", false); code != http.StatusServiceUnavailable || !strings.Contains(body, "draining") {
+				t.Fatalf("readyz after the drain: %d %s", code, body)
 			}
 			http.DefaultClient.CloseIdleConnections()
 			cancel()

@@ -25,6 +25,7 @@ const (
 	codeSessionNotFound = "SESSION_NOT_FOUND"
 	codeSessionExists   = "SESSION_EXISTS"
 	codeSessionBusy     = "SESSION_BUSY"
+	codeDraining        = "DRAINING"
 )
 
 // httpError is a JSON error answer.
@@ -147,6 +148,10 @@ func (s *Server) takeTurn(w http.ResponseWriter, r *http.Request, k gooseagent.S
 	switch {
 	case err == nil:
 		return release, true
+	case errors.Is(err, errDraining):
+		// Another pod, or this one's replacement, takes it.
+		w.Header().Set("Retry-After", "2")
+		writeJSONError(w, r, http.StatusServiceUnavailable, codeDraining, err.Error()+"; retry shortly")
 	case r.Context().Err() == nil:
 		w.Header().Set("Retry-After", "1")
 		writeJSONError(w, r, http.StatusConflict, codeSessionBusy,

@@ -471,6 +471,38 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	return nil
 }
 
+// Drain readies the server for goose to stop; a pod's goose asks for it in
+// its preStop hook (internal/prestop), because goose serve ends every turn
+// at once on SIGTERM. /readyz answers 503, a new turn (a run, an A2A
+// message, a session write) is refused with 503 and Retry-After, held tool
+// confirmations are denied as Serve's drain denies them, and Drain returns
+// once no turn is running. When ctx ends first, the turns still running
+// are ended with an ErrDraining error event. Serve still drains the
+// connections when its own context ends.
+func (s *Server) Drain(ctx context.Context) error {
+	idle := s.turns.drain()
+	s.log.Info("draining turns before goose stops")
+	if err := s.control.Close(ctx); err != nil {
+		s.log.Warn("failed to cancel pending tool confirmations", "error", err)
+	}
+	select {
+	case <-idle:
+		s.log.Info("drained: no turn is running")
+		return nil
+	case <-ctx.Done():
+	}
+	s.log.Warn("drain timeout reached, ending the turns still running")
+	s.cancelStop(ErrDraining)
+	gctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	select {
+	case <-idle:
+		return nil
+	case <-gctx.Done():
+		return fmt.Errorf("failed to end the running turns: %w", gctx.Err())
+	}
+}
+
 func waitGroup(ctx context.Context, wg *sync.WaitGroup) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -515,6 +547,10 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.turns.isDraining() {
+		jsonhttp.Write(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "reason": errDraining.Error()})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
 	if err := s.cfg.Backend.Health(ctx); err != nil {

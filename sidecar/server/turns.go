@@ -17,6 +17,9 @@ const DefaultTurnWait = time.Minute
 // errSessionBusy: the session's running turn did not end within the wait.
 var errSessionBusy = errors.New("the session is busy with another turn")
 
+// errDraining: the pod is stopping (Server.Drain) and takes no new turns.
+var errDraining = errors.New("adk2goose is draining: its pod is stopping and takes no new turns")
+
 // turnGate runs one request at a time per ADK session, in arrival order.
 //
 // adk-go's runner loads the session when a run starts and appends each of
@@ -39,17 +42,64 @@ type turnGate struct {
 	// queues has an entry for every session whose turn is taken; its
 	// waiters are handed the turn in order.
 	queues map[gooseagent.SessionKey]*[]chan struct{}
+	// draining is closed by drain: no turn is handed out from then on.
+	draining chan struct{}
+	// idle is closed once draining and no turn is taken.
+	idle chan struct{}
 }
 
 func newTurnGate() *turnGate {
-	return &turnGate{queues: map[gooseagent.SessionKey]*[]chan struct{}{}}
+	return &turnGate{
+		queues:   map[gooseagent.SessionKey]*[]chan struct{}{},
+		draining: make(chan struct{}),
+		idle:     make(chan struct{}),
+	}
+}
+
+// drain stops handing out turns: new and waiting requests fail with
+// errDraining. The returned channel is closed when the turns taken
+// before have all been released.
+func (g *turnGate) drain() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.draining:
+	default:
+		close(g.draining)
+		g.closeIdleLocked()
+	}
+	return g.idle
+}
+
+func (g *turnGate) isDraining() bool {
+	select {
+	case <-g.draining:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *turnGate) closeIdleLocked() {
+	if len(g.queues) == 0 {
+		select {
+		case <-g.idle:
+		default:
+			close(g.idle)
+		}
+	}
 }
 
 // acquire takes the session's turn, waiting at most wait. It fails with
-// errSessionBusy when the wait ends first, or with ctx's cause.
+// errSessionBusy when the wait ends first, errDraining once the gate
+// drains, or with ctx's cause.
 func (g *turnGate) acquire(ctx context.Context, k gooseagent.SessionKey, wait time.Duration) (release func(), err error) {
 	release = func() { g.release(k) }
 	g.mu.Lock()
+	if g.isDraining() {
+		g.mu.Unlock()
+		return nil, errDraining
+	}
 	q, taken := g.queues[k]
 	if !taken {
 		g.queues[k] = new([]chan struct{})
@@ -69,6 +119,8 @@ func (g *turnGate) acquire(ctx context.Context, k gooseagent.SessionKey, wait ti
 		err = context.Cause(ctx)
 	case <-timer.C:
 		err = errSessionBusy
+	case <-g.draining:
+		err = errDraining
 	}
 	g.mu.Lock()
 	select {
@@ -93,8 +145,12 @@ func (g *turnGate) release(k gooseagent.SessionKey) {
 	if q == nil {
 		return
 	}
-	if len(*q) == 0 {
+	if len(*q) == 0 || g.isDraining() {
+		// Waiters left once draining give up by themselves (acquire).
 		delete(g.queues, k)
+		if g.isDraining() {
+			g.closeIdleLocked()
+		}
 		return
 	}
 	next := (*q)[0]

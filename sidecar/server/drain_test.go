@@ -1,0 +1,230 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+	"github.com/adk2goose/goose-operator/sidecar/server"
+)
+
+// heldTurn is a script whose "slow" turn streams a first delta, then runs a
+// tool that returns only when release is called, then finishes; other
+// texts are echoed.
+type heldTurn struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+// newHeldTurn's release must be deferred by the test: the fake goose's
+// cleanup waits for the tool, so a cleanup registered before it would run
+// too late.
+func newHeldTurn() *heldTurn { return &heldTurn{ch: make(chan struct{})} }
+
+func (h *heldTurn) release() { h.once.Do(func() { close(h.ch) }) }
+
+func (h *heldTurn) script(sessionID, text string) goosetest.Reply {
+	if text != "slow" {
+		return goosetest.Echo(sessionID, text)
+	}
+	return goosetest.Reply{Steps: []goosetest.Step{
+		{Text: "started "},
+		{Tool: &goosetest.ToolStep{ID: "call-wait", Name: "developer__wait", Arguments: json.RawMessage(`{}`),
+			Run: func() (string, bool) { <-h.ch; return "waited", false }}},
+		{Text: "finished"},
+		{Usage: &goosetest.UsageStep{Input: 12, Output: 3}},
+	}}
+}
+
+// openSSE posts body to /run_sse and hands out its frames as they arrive;
+// the channel is closed when the stream ends.
+func (s *sidecar) openSSE(body any) <-chan sseFrame {
+	s.t.Helper()
+	j, err := json.Marshal(body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(s.t.Context(), http.MethodPost, s.URL+"/run_sse", bytes.NewReader(j))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", testToken)
+	resp, err := s.httpc().Do(req)
+	if err != nil {
+		s.t.Fatalf("run_sse: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		s.t.Fatalf("run_sse: %d", resp.StatusCode)
+	}
+	frames := make(chan sseFrame, 64)
+	go func() {
+		defer close(frames)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		ev := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event:"):
+				ev = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+			case strings.HasPrefix(line, "data:"):
+				var m map[string]any
+				_ = json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(line, "data:"))), &m)
+				frames <- sseFrame{Event: ev, Data: m}
+				ev = ""
+			}
+		}
+	}()
+	return frames
+}
+
+// streamedText joins a stream's partial text deltas and notes its error
+// frames, reading until it ends.
+func streamedText(frames <-chan sseFrame) (text string, errs []string) {
+	for f := range frames {
+		if f.Event == "error" || f.Data["error"] != nil || f.Data["errorMessage"] != nil {
+			errs = append(errs, fmtFrame(f))
+			continue
+		}
+		if f.Data["partial"] == true {
+			if s, ok := jpath(f.Data, "content", "parts", 0, "text").(string); ok {
+				text += s
+			}
+		}
+	}
+	return text, errs
+}
+
+func fmtFrame(f sseFrame) string {
+	b, _ := json.Marshal(f.Data)
+	return f.Event + " " + string(b)
+}
+
+// waitForText reads frames until their partial text contains want.
+func waitForText(t *testing.T, frames <-chan sseFrame, want string) {
+	t.Helper()
+	text := ""
+	for f := range frames {
+		if s, ok := jpath(f.Data, "content", "parts", 0, "text").(string); ok && f.Data["partial"] == true {
+			text += s
+		}
+		if strings.Contains(text, want) {
+			return
+		}
+	}
+	t.Fatalf("the stream ended before %q (got %q)", want, text)
+}
+
+// TestDrainLetsTheRunningTurnFinish: Drain (asked for by goose's preStop
+// hook before goose stops) takes the pod out of service and refuses new
+// turns with a JSON 503, but returns only once the turn already running
+// has streamed and stored its whole answer.
+func TestDrainLetsTheRunningTurnFinish(t *testing.T) {
+	for _, fl := range flavours {
+		t.Run(fl.name, func(t *testing.T) {
+			held := newHeldTurn()
+			defer held.release()
+			sc := startSidecar(t, fl.start(t, held.script), t.TempDir())
+			sc.createSession("u", "running")
+			sc.createSession("u", "later")
+			if code, body := sc.do(http.MethodGet, "/readyz", nil); code != http.StatusOK {
+				t.Fatalf("readyz before the drain: %d %s", code, body)
+			}
+
+			frames := sc.openSSE(runBody("u", "running", "slow", true))
+			waitForText(t, frames, "started")
+			drained := make(chan error, 1)
+			go func() { drained <- sc.srv.Drain(t.Context()) }()
+
+			waitFor(t, 10*time.Second, "readyz reports the drain", func() bool {
+				code, _ := sc.do(http.MethodGet, "/readyz", nil)
+				return code == http.StatusServiceUnavailable
+			})
+			_, body := sc.do(http.MethodGet, "/readyz", nil)
+			if !strings.Contains(string(body), `"draining"`) {
+				t.Errorf("readyz while draining: %s", body)
+			}
+			// A new turn, on another session or the running one, is refused
+			// before anything reaches goose.
+			for _, id := range []string{"later", "running"} {
+				resp, body := sc.exchange(http.MethodPost, "/run_sse", runBody("u", id, "hello", true),
+					map[string]string{"X-API-Key": testToken})
+				var e struct{ Error, Code string }
+				if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil ||
+					e.Code != "DRAINING" || !strings.Contains(e.Error, "draining") || resp.Header.Get("Retry-After") == "" {
+					t.Errorf("a new turn on %q while draining: %d %s (Retry-After %q), want 503 DRAINING with Retry-After",
+						id, resp.StatusCode, body, resp.Header.Get("Retry-After"))
+				}
+			}
+			// A2A: the message gets a JSON-RPC error naming the drain; no task starts.
+			code, body := sc.do(http.MethodPost, server.A2APathV03, map[string]any{
+				"jsonrpc": "2.0", "id": 1, "method": "message/send",
+				"params": map[string]any{"message": map[string]any{
+					"kind": "message", "messageId": "m-drain", "role": "user", "contextId": "a2a-later",
+					"parts": []any{map[string]any{"kind": "text", "text": "hello"}},
+				}},
+			})
+			if code != http.StatusOK || !strings.Contains(string(body), "draining") {
+				t.Errorf("A2A message/send while draining: %d %s, want its failure to name the drain", code, body)
+			}
+			select {
+			case err := <-drained:
+				t.Fatalf("Drain returned while a turn was running: %v", err)
+			default:
+			}
+
+			held.release()
+			text, errs := streamedText(frames)
+			if len(errs) > 0 || !strings.Contains(text, "finished") {
+				t.Errorf("the running turn streamed %q with errors %v, want its whole answer", text, errs)
+			}
+			if err := <-drained; err != nil {
+				t.Fatalf("Drain: %v", err)
+			}
+			// Drain returned after the answer was stored.
+			h := sc.turnTexts("u", "running")
+			last := h[len(h)-1]
+			if h[0] != [2]string{"user", "slow"} || last[0] != appName || !strings.Contains(last[1], "finished") {
+				t.Errorf("the running session's history is %v, want the message and its whole answer", h)
+			}
+			if h := sc.turnTexts("u", "later"); len(h) != 0 {
+				t.Errorf("the refused turn left %v in its session", h)
+			}
+		})
+	}
+}
+
+// TestDrainTimeoutEndsTheRunningTurn: when the drain's time is up, a turn
+// still running ends with an error frame naming the shutdown, rather than
+// being cut when goose stops.
+func TestDrainTimeoutEndsTheRunningTurn(t *testing.T) {
+	held := newHeldTurn()
+	defer held.release()
+	g := goosetest.NewServe(t, goosetest.WithServeScript(held.script))
+	sc := startSidecar(t, serveClient(t, g), t.TempDir())
+	sc.createSession("u", "running")
+	frames := sc.openSSE(runBody("u", "running", "slow", true))
+	waitForText(t, frames, "started")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // no time left
+	if err := sc.srv.Drain(ctx); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	text, errs := streamedText(frames)
+	if len(errs) == 0 || !strings.Contains(strings.Join(errs, " "), server.ErrDraining.Error()) {
+		t.Errorf("the turn ended with %q and errors %v, want an error frame naming the shutdown", text, errs)
+	}
+	if strings.Contains(text, "finished") {
+		t.Errorf("the turn finished (%q) though the drain had no time", text)
+	}
+}

@@ -1,0 +1,81 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+)
+
+// TestTurnGateDrain: once draining, no turn is handed out, a request
+// waiting for one is refused, and idle closes when the turns taken before
+// are released.
+func TestTurnGateDrain(t *testing.T) {
+	g := newTurnGate()
+	a := gooseagent.SessionKey{AppName: "app", UserID: "u", SessionID: "a"}
+	b := gooseagent.SessionKey{AppName: "app", UserID: "u", SessionID: "b"}
+	relA, err := g.acquire(t.Context(), a, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relB, err := g.acquire(t.Context(), b, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := g.acquire(t.Context(), a, time.Hour)
+		waited <- err
+	}()
+	waitQueued(t, g, a)
+
+	idle := g.drain()
+	if err := <-waited; !errors.Is(err, errDraining) {
+		t.Errorf("a request waiting for the turn got %v once draining, want errDraining", err)
+	}
+	if _, err := g.acquire(t.Context(), gooseagent.SessionKey{SessionID: "c"}, time.Hour); !errors.Is(err, errDraining) {
+		t.Errorf("a new session's turn while draining: %v, want errDraining", err)
+	}
+	relA()
+	select {
+	case <-idle:
+		t.Fatal("idle while b's turn is still taken")
+	default:
+	}
+	relB()
+	<-idle
+	if again := g.drain(); again != idle {
+		t.Error("a second drain has another idle channel")
+	}
+}
+
+// TestTurnGateDrainWhenIdle: a gate with no turn taken is idle at once.
+func TestTurnGateDrainWhenIdle(t *testing.T) {
+	select {
+	case <-newTurnGate().drain():
+	case <-time.After(time.Minute):
+		t.Fatal("an unused gate is not idle after drain")
+	}
+}
+
+// waitQueued waits until a request waits for k's turn.
+func waitQueued(t *testing.T, g *turnGate, k gooseagent.SessionKey) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for {
+		g.mu.Lock()
+		n := len(*g.queues[k])
+		g.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the request never queued")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
