@@ -67,6 +67,9 @@ const (
 	// PATH set for runtimes must keep.
 	ImagePath    = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	AuthTokenDir = "/var/run/adk2goose/auth"
+	// DrainDir is where goose's preStop hook asks the sidecar to drain
+	// (internal/prestop); both containers mount it.
+	DrainDir = "/var/run/adk2goose/drain"
 	// WorkspaceSeedDir is where the sidecar sees spec.workspace.seed's ConfigMap.
 	WorkspaceSeedDir = "/etc/adk2goose/workspace-seed"
 

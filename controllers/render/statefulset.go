@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -13,6 +14,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/internal/prestop"
 )
 
 // Volumes of the agent pod besides DataVolume (the claim template's); a
@@ -28,10 +30,23 @@ const (
 	volInstructions  = "instructions"
 	volBudget        = "budget"
 	volWorkspaceSeed = "workspace-seed"
+	volDrain         = "drain"
 
 	// File names inside GooseSecretDir and AuthTokenDir.
 	gooseSecretFile = "secret-key"
 	authTokenFile   = "token"
+)
+
+// When a pod stops, the kubelet runs goose's preStop hook, then stops goose,
+// then the sidecar. goose serve ends every running turn at once on SIGTERM,
+// so the hook first has the sidecar drain: take no new turns and let the
+// running ones finish, for at most DrainTimeout (internal/prestop). The
+// pod's grace period covers that, ending the turns still running when it
+// is up, the hook's last look (it looks once a second), and both stops.
+const (
+	DrainTimeout           = 40 * time.Second
+	preStopWait            = DrainTimeout + 10*time.Second
+	terminationGracePeriod = int64((DrainTimeout + 20*time.Second) / time.Second)
 )
 
 // hintsScript installs the instructions as goose's global hints file,
@@ -106,6 +121,7 @@ func buildPodSpec(a *agentsv1alpha1.GooseAgent, def Defaults, env []*corev1ac.En
 		WithSecurityContext(sc).
 		WithInitContainers(initContainer(a, gooseImg), sidecar).
 		WithContainers(goose).
+		WithTerminationGracePeriodSeconds(terminationGracePeriod).
 		WithVolumes(volumes...)
 	if err := applyPodOverrides(pod, &a.Spec.PodTemplate); err != nil {
 		return nil, err
@@ -141,6 +157,7 @@ func podVolumes(a *agentsv1alpha1.GooseAgent) ([]*corev1ac.VolumeApplyConfigurat
 		configMapKeyVolume(volGooseConfig, ConfigMapName(a), KeyConfig, KeyConfig),
 		secretKeyVolume(volGooseSecret, SecretName(a), KeyGooseSecret, gooseSecretFile),
 		secretKeyVolume(volAuthToken, tokenSecret, tokenKey, authTokenFile),
+		corev1ac.Volume().WithName(volDrain).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 	}
 	volumes = append(volumes, runtimeVolumes(a)...)
 	if hasSecretHeaders(a) {
@@ -230,6 +247,9 @@ func sidecarContainer(a *agentsv1alpha1.GooseAgent, image string) (*corev1ac.Con
 		// apiVersion is the apiserver's default, spelled out so a resync sees no drift.
 		WithEnv(corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().
 			WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("status.podIP")))).
+		// An environment variable, not a flag: a sidecar image from before
+		// the drain handshake ignores it, and goose's hook then skips the wait.
+		WithEnv(corev1ac.EnvVar().WithName("ADK2GOOSE_DRAIN_DIR").WithValue(DrainDir)).
 		WithEnv(telemetryEnv(a)...).
 		WithPorts(corev1ac.ContainerPort().WithName(PortName).WithContainerPort(Port(a)).WithProtocol(corev1.ProtocolTCP)).
 		WithStartupProbe(httpProbe("/healthz", 1, 60)).
@@ -249,6 +269,7 @@ func sidecarArgs(a *agentsv1alpha1.GooseAgent) []string {
 	args := []string{
 		fmt.Sprintf("--listen=:%d", Port(a)),
 		fmt.Sprintf("--goose-url=http://127.0.0.1:%d", goosePort(a)),
+		"--drain-timeout=" + DrainTimeout.String(),
 		"--goose-flavor=" + string(flavor(a)),
 		"--goose-secret-file=" + GooseSecretDir + "/" + gooseSecretFile,
 		"--goose-working-dir=" + workspacePath(a),
@@ -285,6 +306,7 @@ func sidecarMounts(a *agentsv1alpha1.GooseAgent) []*corev1ac.VolumeMountApplyCon
 		mount(volGooseSecret, GooseSecretDir, true),
 		mount(volAuthToken, AuthTokenDir, true),
 		mount(volWorkspace, workspacePath(a), false),
+		mount(volDrain, DrainDir, false),
 	}
 	if a.Spec.Budget != nil {
 		mounts = append(mounts, mount(volBudget, BudgetDir, true))
@@ -312,7 +334,9 @@ func gooseContainer(a *agentsv1alpha1.GooseAgent, image string, env []*corev1ac.
 		// goose exports over OTLP itself when the standard environment says so.
 		WithEnv(telemetryEnv(a)...).
 		WithSecurityContext(restrictedContainer()).
-		WithVolumeMounts(gooseMounts(a)...)
+		WithVolumeMounts(gooseMounts(a)...).
+		WithLifecycle(corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().WithExec(
+			corev1ac.ExecAction().WithCommand("/bin/sh", "-c", prestop.Script(DrainDir, preStopWait)))))
 	if flavor(a) == agentsv1alpha1.ServerFlavorGoosed {
 		c.WithCommand("goosed").WithArgs("agent") // binds GOOSE_HOST:GOOSE_PORT (gooseEnv)
 	} else {
@@ -333,6 +357,7 @@ func gooseMounts(a *agentsv1alpha1.GooseAgent) []*corev1ac.VolumeMountApplyConfi
 		mount(volTmp, "/tmp", false),
 		mount(volWorkspace, workspacePath(a), false),
 		mount(volGooseConfig, GooseConfigDir, true),
+		mount(volDrain, DrainDir, false),
 	}
 	for _, rt := range a.Spec.Runtimes {
 		m := mount(runtimeVolume(rt.Name), RuntimesDir+"/"+rt.Name, true)

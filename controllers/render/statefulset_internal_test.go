@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/internal/prestop"
 )
 
 // bareAgent has only what the API requires; every optional field is unset.
@@ -131,7 +133,7 @@ func TestPodVolumesFollowTheSpec(t *testing.T) {
 		}
 		return out
 	}
-	always := []string{volHome, volTmp, volWorkspace, volGooseConfig, volGooseSecret, volAuthToken}
+	always := []string{volHome, volTmp, volWorkspace, volGooseConfig, volGooseSecret, volAuthToken, volDrain}
 	if diff := cmp.Diff(always, names(bareAgent())); diff != "" {
 		t.Errorf("bare agent (-want +got):\n%s", diff)
 	}
@@ -146,7 +148,7 @@ func TestPodVolumesFollowTheSpec(t *testing.T) {
 	if *token.SecretName != "token" || *token.Items[0].Key != "bearer" || *token.Items[0].Path != authTokenFile {
 		t.Errorf("auth token volume %+v, want the user's Secret key as %s", token, authTokenFile)
 	}
-	rt := volumes[6].Image
+	rt := volumes[7].Image
 	if *rt.Reference != "node:22" || *rt.PullPolicy != corev1.PullIfNotPresent {
 		t.Errorf("runtime volume %+v", rt)
 	}
@@ -360,5 +362,46 @@ func TestDataClaimTemplate(t *testing.T) {
 	s = dataClaimTemplate(a).Spec
 	if got := (*s.Resources.Requests)[corev1.ResourceStorage]; !got.Equal(size) || *s.StorageClassName != "fast" {
 		t.Errorf("size %s, class %v; want spec.storage's", got.String(), s.StorageClassName)
+	}
+}
+
+// TestGooseWaitsForTheSidecarToDrain: goose's preStop hook and the sidecar
+// meet in one shared directory, and the pod's grace period outlasts the
+// hook's wait, which outlasts the sidecar's drain.
+func TestGooseWaitsForTheSidecarToDrain(t *testing.T) {
+	for _, a := range []*agentsv1alpha1.GooseAgent{bareAgent(), fullAgent()} {
+		pod, err := buildPodSpec(a, Defaults{GooseImage: "g", SidecarImage: "s"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		goose, sidecar := pod.Containers[0], pod.InitContainers[1]
+		hook := goose.Lifecycle.PreStop.Exec.Command
+		if len(hook) != 3 || hook[0] != "/bin/sh" || hook[2] != prestop.Script(DrainDir, preStopWait) {
+			t.Errorf("goose's preStop hook is %q, want prestop.Script on %s", hook, DrainDir)
+		}
+		mounted := func(c corev1ac.ContainerApplyConfiguration) bool {
+			for _, m := range c.VolumeMounts {
+				if *m.Name == volDrain && *m.MountPath == DrainDir && m.ReadOnly == nil {
+					return true
+				}
+			}
+			return false
+		}
+		if !mounted(goose) || !mounted(sidecar) {
+			t.Errorf("the drain volume is not mounted writable at %s in both goose and the sidecar", DrainDir)
+		}
+		var dir string
+		for _, e := range sidecar.Env {
+			if *e.Name == "ADK2GOOSE_DRAIN_DIR" {
+				dir = *e.Value
+			}
+		}
+		if dir != DrainDir || !slices.Contains(sidecar.Args, "--drain-timeout="+DrainTimeout.String()) {
+			t.Errorf("the sidecar watches %q with args %q, want %s and --drain-timeout=%s", dir, sidecar.Args, DrainDir, DrainTimeout)
+		}
+		grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+		if !(DrainTimeout < preStopWait && preStopWait < grace) {
+			t.Errorf("drain %s, hook wait %s, grace period %s: each must outlast the one before", DrainTimeout, preStopWait, grace)
+		}
 	}
 }
