@@ -107,8 +107,33 @@ func (e *env) podDeletion(t *testing.T, pod string) {
 		t.Fatal(err)
 	}
 
+	// A turn still running when the pod is deleted finishes: goose's
+	// preStop hook has the sidecar drain before goose gets its SIGTERM
+	// (goose serve would end the turn at once).
+	type slowResult struct {
+		r   turn
+		err error
+	}
+	slow := make(chan slowResult, 1)
+	go func() {
+		r, err := e.chatOnce(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case4", "-text", "slow 8")
+		slow <- slowResult{r, err}
+	}()
+	eventually(t, "the slow turn runs", time.Minute, func() (bool, string) {
+		n := e.metric(t, pod, before.Status.PodIP, tok, inFlightRE)
+		return n == 1, fmt.Sprintf("%d goose replies in flight", n)
+	})
 	if err := e.c.Delete(t.Context(), &before); err != nil {
 		t.Fatal(err)
+	}
+	var sr slowResult
+	select {
+	case sr = <-slow:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the slow turn did not end")
+	}
+	if sr.err != nil || !strings.Contains(sr.r.Text, "tick 8 slow done") {
+		t.Fatalf("the turn running when its pod was deleted: %q, %v; want its whole answer", sr.r.Text, sr.err)
 	}
 	var after corev1.Pod
 	eventually(t, "a new pod is Ready", 3*time.Minute, func() (bool, string) {
@@ -144,24 +169,35 @@ func (e *env) podDeletion(t *testing.T, pod string) {
 	// in them, and no session added.
 	eventually(t, "status keeps the totals across the pod's deletion", 2*time.Minute, func() (bool, string) {
 		a := e.agent(t, samplesNS, name)
-		return a.Status.Sessions.Total == sessions && a.Status.Tokens.Total == tokens+r2.TotalTokens,
-			fmt.Sprintf("sessions %d tokens %d; want %d and %d+%d", a.Status.Sessions.Total, a.Status.Tokens.Total, sessions, tokens, r2.TotalTokens)
+		want := tokens + sr.r.TotalTokens + r2.TotalTokens
+		return a.Status.Sessions.Total == sessions && a.Status.Tokens.Total == want,
+			fmt.Sprintf("sessions %d tokens %d; want %d and %d+%d+%d", a.Status.Sessions.Total, a.Status.Tokens.Total, sessions, tokens, sr.r.TotalTokens, r2.TotalTokens)
 	})
-	if n := e.adkSessionEvents(t, pod, url, tok, name, "case4"); n < 4 {
-		t.Errorf("the ADK session holds %d events after two turns, want at least 4", n)
+	if n := e.adkSessionEvents(t, pod, url, tok, name, "case4"); n < 6 {
+		t.Errorf("the ADK session holds %d events after three turns, want at least 6", n)
 	}
 }
 
-var forwardedRE = regexp.MustCompile(`(?m)^adk2goose_peer_lookups_total\{outcome="forwarded"\} (\d+)`)
+var (
+	forwardedRE = regexp.MustCompile(`(?m)^adk2goose_peer_lookups_total\{outcome="forwarded"\} (\d+)`)
+	inFlightRE  = regexp.MustCompile(`(?m)^adk2goose_goose_replies_in_flight (\d+)`)
+)
 
 // forwarded reads how many requests a pod's sidecar forwarded to a peer.
 func (e *env) forwarded(t *testing.T, clientPod, podIP, tok string) int {
+	t.Helper()
+	return e.metric(t, clientPod, podIP, tok, forwardedRE)
+}
+
+// metric reads the value re captures from a pod's sidecar's metrics; 0
+// when they do not have it.
+func (e *env) metric(t *testing.T, clientPod, podIP, tok string, re *regexp.Regexp) int {
 	t.Helper()
 	out, err := e.kubectl(t, "", "-n", samplesNS, "exec", clientPod, "--", "client", "get", "-token", tok, "-url", "http://"+podIP+":8080/metrics")
 	if err != nil {
 		t.Fatalf("failed to read the sidecar's metrics: %v", err)
 	}
-	m := forwardedRE.FindStringSubmatch(out)
+	m := re.FindStringSubmatch(out)
 	if m == nil {
 		return 0
 	}

@@ -270,6 +270,13 @@ func runREST(ctx context.Context, hc *http.Client, url, app, user, sid, text str
 		if err := json.Unmarshal([]byte(data), &ev); err != nil {
 			return nil, fmt.Errorf("failed to decode event %s: %w", data, err)
 		}
+		// adkrest's own error frame (a run that failed, a stream ended by a drain).
+		var frame struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal([]byte(data), &frame) == nil && frame.Error != "" {
+			return nil, fmt.Errorf("the stream ended with an error: %s", frame.Error)
+		}
 		if ev.ErrorMessage != "" {
 			return nil, fmt.Errorf("the agent answered an error: %s", ev.ErrorMessage)
 		}

@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
@@ -17,17 +19,23 @@ type toolHost interface {
 }
 
 // newScript is the stand-in's model. It echoes the user's text, except for
-// two requests a real model answers from the tools goose offers it:
+// two requests a real model answers from the tools goose offers it, and a
+// slow answer:
 //
 //	list tools           the session's tool names, as goose offers them
 //	call TOOL [ARGS]     one call of TOOL with the JSON object ARGS, which
 //	                     goose runs through the extension's MCP server
+//	slow N               N deltas a second apart, then "slow done": a turn
+//	                     still running when a test stops the pod
 //
 // Every reply ends naming the pod and the goose session that answered, so
 // tests see where a turn ran.
 func newScript(host toolHost, pod string) goosetest.Script {
 	return func(sessionID, text string) goosetest.Reply {
 		r := toolReply(host, sessionID, strings.TrimSpace(text))
+		if r == nil {
+			r = slowReply(strings.TrimSpace(text))
+		}
 		if r == nil {
 			echo := goosetest.Echo(sessionID, text)
 			r = &echo
@@ -65,6 +73,22 @@ func toolReply(host toolHost, sessionID, text string) *goosetest.Reply {
 		usage,
 		{Text: "called " + name},
 	}}
+}
+
+// slowReply answers "slow N" (N from 1 to 300), nil for other texts.
+func slowReply(text string) *goosetest.Reply {
+	rest, ok := strings.CutPrefix(text, "slow ")
+	n, err := strconv.Atoi(strings.TrimSpace(rest))
+	if !ok || err != nil || n < 1 || n > 300 {
+		return nil
+	}
+	r := &goosetest.Reply{}
+	for i := 1; i <= n; i++ {
+		r.Steps = append(r.Steps, goosetest.Step{Delay: time.Second, Text: fmt.Sprintf("tick %d ", i)})
+	}
+	r.Steps = append(r.Steps, goosetest.Step{Text: "slow done"},
+		goosetest.Step{Usage: &goosetest.UsageStep{Input: int64(10 + len(text)), Output: int64(n + 2)}})
+	return r
 }
 
 // toolCallID is a provider-style tool call id, unique per call.
