@@ -40,6 +40,7 @@ type options struct {
 	budgetSyncInterval                                   time.Duration
 	insecureNoAuth, startGooseOnCreate                   bool
 	activeWindow, sseWriteTimeout, drainTimeout          time.Duration
+	drainStopWait                                        time.Duration
 	confirmationTimeout, gooseIdleTimeout                time.Duration
 	gooseUnusedIdleTimeout                               time.Duration
 	bodyReadTimeout, turnWait                            time.Duration
@@ -128,6 +129,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.gooseUnusedIdleTimeout, "goose-unused-idle-timeout", "ADK2GOOSE_GOOSE_UNUSED_IDLE_TIMEOUT", 2*time.Minute, "goose serve: the same for a session that has run no turn yet (one started when its ADK session was created); never longer than -goose-idle-timeout")
 	dur(&o.drainTimeout, "drain-timeout", "ADK2GOOSE_DRAIN_TIMEOUT", 25*time.Second, "on SIGTERM, or when goose's preStop hook asks (-drain-dir), how long running turns may finish before they are ended")
 	str(&o.drainDir, "drain-dir", "ADK2GOOSE_DRAIN_DIR", "", "directory shared with the goose container, whose preStop hook asks here for a drain before goose stops (internal/prestop); empty: none")
+	dur(&o.drainStopWait, "drain-stop-wait", "ADK2GOOSE_DRAIN_STOP_WAIT", 2*time.Minute, "after a drain goose's preStop hook asked for, how long the pod has to stop; if it has not (the request came from something else), the sidecar withdraws it and exits, to be restarted in service")
 	size(&o.maxMessageBody, "max-message-body", "ADK2GOOSE_MAX_MESSAGE_BODY", server.DefaultMaxMessageBytes, "largest body of /run, /run_sse and A2A requests (a user message); larger ones get 413")
 	size(&o.maxOtherBody, "max-other-body", "ADK2GOOSE_MAX_OTHER_BODY", server.DefaultMaxOtherBytes, "largest body of every other route (session create, PATCH); larger ones get 413")
 	dur(&o.bodyReadTimeout, "body-read-timeout", "ADK2GOOSE_BODY_READ_TIMEOUT", server.DefaultBodyReadTimeout, "longest time a request body may take to arrive; slower ones get 408")
@@ -353,23 +355,38 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	if onListen != nil {
 		onListen(ln.Addr())
 	}
+	serveCtx, stopServing := context.WithCancelCause(ctx)
+	defer stopServing(nil)
 	if o.drainDir != "" {
-		stopWatch := drainOnRequest(ctx, log, srv, o.drainDir, o.drainTimeout)
+		stopWatch := drainOnRequest(ctx, log, srv, o, stopServing)
 		defer stopWatch()
 	}
-	return srv.Serve(ctx, ln, o.drainTimeout)
+	if err := srv.Serve(serveCtx, ln, o.drainTimeout); err != nil {
+		return err
+	}
+	if cause := context.Cause(serveCtx); errors.Is(cause, errDrainNotFollowed) {
+		return cause
+	}
+	return nil
 }
 
 // drainRequestInterval is how often the drain directory is looked at.
 const drainRequestInterval = 200 * time.Millisecond
 
-// drainOnRequest drains srv when goose's preStop hook asks in dir (goose
-// serve ends every running turn at once when it gets its SIGTERM), then
-// tells the hook. The returned func stops watching and waits for a drain
-// under way, which ctx's end cuts short.
-func drainOnRequest(ctx context.Context, log *slog.Logger, srv *server.Server, dir string, timeout time.Duration) (stop func()) {
+// errDrainNotFollowed ends a sidecar whose pod did not stop after a drain.
+var errDrainNotFollowed = errors.New("the pod did not stop after goose's preStop hook asked for a drain; withdrew the request, exiting to be restarted in service")
+
+// drainOnRequest drains srv when goose's preStop hook asks in the drain
+// directory (goose serve ends every running turn at once when it gets its
+// SIGTERM), then tells the hook. The pod should stop next. If it has not
+// within -drain-stop-wait, something else asked (goose's shell tools can
+// write there too): the request is withdrawn and stopServing ends the
+// process, which the kubelet restarts in service, as a drained server does
+// not take turns again. The returned func stops watching and waits for a
+// drain under way, which ctx's end cuts short.
+func drainOnRequest(ctx context.Context, log *slog.Logger, srv *server.Server, o *options, stopServing context.CancelCauseFunc) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	requested, err := prestop.Watch(ctx, dir, drainRequestInterval)
+	requested, err := prestop.Watch(ctx, o.drainDir, drainRequestInterval)
 	if err != nil {
 		log.Warn("goose's preStop hook will not wait for running turns", "error", err)
 		cancel()
@@ -383,15 +400,28 @@ func drainOnRequest(ctx context.Context, log *slog.Logger, srv *server.Server, d
 		case <-ctx.Done():
 			return
 		}
-		log.Info("goose's preStop hook asks for a drain", "timeout", timeout.String())
-		dctx, cancelDrain := context.WithTimeout(ctx, timeout)
-		defer cancelDrain()
-		if err := srv.Drain(dctx); err != nil {
+		log.Info("goose's preStop hook asks for a drain", "timeout", o.drainTimeout.String())
+		dctx, cancelDrain := context.WithTimeout(ctx, o.drainTimeout)
+		err := srv.Drain(dctx)
+		cancelDrain()
+		if err != nil {
 			log.Warn("failed to drain before goose stops", "error", err)
 		}
-		if err := prestop.Done(dir); err != nil {
+		if err := prestop.Done(o.drainDir); err != nil {
 			log.Error("goose will stop only when its preStop hook gives up", "error", err)
 		}
+		t := time.NewTimer(o.drainStopWait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return // the pod's stop
+		case <-t.C:
+		}
+		if err := prestop.Withdraw(o.drainDir); err != nil {
+			log.Error("the restarted sidecar will drain again", "error", err)
+		}
+		log.Error("the pod did not stop after a drain", "waited", o.drainStopWait.String(), "error", errDrainNotFollowed)
+		stopServing(errDrainNotFollowed)
 	}()
 	return func() { cancel(); <-done }
 }

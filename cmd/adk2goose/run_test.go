@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"math"
@@ -159,6 +160,49 @@ func TestRunServesAndDrains(t *testing.T) {
 				t.Fatalf("logs leak a secret or lack the stop line:\n%s", l)
 			}
 		})
+	}
+}
+
+// TestDrainNotFollowedByAStop: a drain request the pod's stop does not
+// follow (goose's shell tools can write the directory too) is withdrawn
+// after -drain-stop-wait, and the sidecar exits with an error, for the
+// kubelet to restart it in service.
+func TestDrainNotFollowedByAStop(t *testing.T) {
+	dir := t.TempDir()
+	drainDir := filepath.Join(dir, "drain")
+	if err := os.Mkdir(drainDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := goosetest.NewGoosed(goosetest.GoosedOptions{})
+	t.Cleanup(f.Close)
+	env := envMap(map[string]string{
+		"GOOSE_URL": f.URL, "GOOSE_FLAVOR": "goosed", "GOOSE_SERVER__SECRET_KEY": f.SecretKey,
+		"ADK2GOOSE_DATA_DIR": filepath.Join(dir, "data"), "GOOSE_WORKING_DIR": filepath.Join(dir, "workspace"),
+		"ADK2GOOSE_DRAIN_DIR": drainDir, "ADK2GOOSE_DRAIN_STOP_WAIT": "5s",
+	})
+	done := make(chan error, 1)
+	listening := make(chan struct{})
+	go func() {
+		done <- runWith(t.Context(), []string{"-listen", "127.0.0.1:0", "-insecure-no-auth"}, env, io.Discard,
+			func(net.Addr) { close(listening) })
+	}()
+	select {
+	case <-listening:
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	}
+	if out, err := exec.CommandContext(t.Context(), "/bin/sh", "-c", prestop.Script(drainDir, time.Minute)).CombinedOutput(); err != nil {
+		t.Fatalf("preStop hook: %v %s", err, out)
+	}
+	// The hook looks once a second, well within the stop wait.
+	if !prestop.Drained(drainDir) {
+		t.Fatal("the preStop hook returned before the sidecar drained")
+	}
+	if err := <-done; !errors.Is(err, errDrainNotFollowed) {
+		t.Fatalf("run returned %v, want errDrainNotFollowed", err)
+	}
+	if prestop.Drained(drainDir) {
+		t.Error("the drain was not withdrawn: the restarted sidecar would drain again")
 	}
 }
 

@@ -16,7 +16,9 @@ package prestop
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -87,6 +89,17 @@ func Watch(ctx context.Context, dir string, every time.Duration) (<-chan struct{
 func Done(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, doneFile), nil, 0o644); err != nil {
 		return fmt.Errorf("failed to tell goose's preStop hook the drain is done: %w", err)
+	}
+	return nil
+}
+
+// Withdraw removes a request and its answer from dir, so that a sidecar
+// starting next serves rather than drains.
+func Withdraw(dir string) error {
+	for _, name := range []string{requestFile, doneFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("failed to withdraw the drain request: %w", err)
+		}
 	}
 	return nil
 }

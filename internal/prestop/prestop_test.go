@@ -126,3 +126,28 @@ func TestScriptWaitRoundsUp(t *testing.T) {
 		}
 	}
 }
+
+func TestWithdraw(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if _, err := Watch(ctx, dir, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{requestFile, doneFile} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Withdraw(dir); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{requestFile: false, doneFile: false, watchingFile: true} {
+		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != want {
+			t.Errorf("%s exists: %v, want %v", name, err == nil, want)
+		}
+	}
+	if err := Withdraw(dir); err != nil {
+		t.Errorf("a second Withdraw: %v", err)
+	}
+}
