@@ -400,7 +400,7 @@ func TestGooseWaitsForTheSidecarToDrain(t *testing.T) {
 			t.Errorf("the sidecar watches %q with args %q, want %s and --drain-timeout=%s", dir, sidecar.Args, DrainDir, DrainTimeout)
 		}
 		grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-		if !(DrainTimeout < preStopWait && preStopWait < grace) {
+		if DrainTimeout >= preStopWait || preStopWait >= grace {
 			t.Errorf("drain %s, hook wait %s, grace period %s: each must outlast the one before", DrainTimeout, preStopWait, grace)
 		}
 	}

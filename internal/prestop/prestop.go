@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -50,17 +51,7 @@ exit 0`, shellQuote(dir), watchingFile, requestFile, doneFile, secs)
 }
 
 // shellQuote quotes s as one word for a POSIX shell.
-func shellQuote(s string) string {
-	out := []byte{'\''}
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\'' {
-			out = append(out, `'\''`...)
-			continue
-		}
-		out = append(out, s[i])
-	}
-	return string(append(out, '\''))
-}
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // Watch marks dir as watched and returns a channel that is closed once a
 // drain is requested there, looking every interval until ctx ends. A
