@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -69,20 +68,12 @@ func (s *sidecar) openSSE(body any) <-chan sseFrame {
 	go func() {
 		defer close(frames)
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		ev := ""
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event:"):
-				ev = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
-			case strings.HasPrefix(line, "data:"):
-				var m map[string]any
-				_ = json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(line, "data:"))), &m)
-				frames <- sseFrame{Event: ev, Data: m}
-				ev = ""
+		_ = scanSSE(resp.Body, func(f sseFrame, err error) {
+			if err != nil { // streamedText reports it
+				f = sseFrame{Event: "undecodable", Data: map[string]any{"error": err.Error()}}
 			}
-		}
+			frames <- f
+		})
 	}()
 	return frames
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -218,6 +219,21 @@ func (s *sidecar) runSSE(body any) (int, []sseFrame) {
 func readSSE(t testing.TB, r io.Reader) []sseFrame {
 	t.Helper()
 	var frames []sseFrame
+	err := scanSSE(r, func(f sseFrame, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, f)
+	})
+	if err != nil {
+		t.Fatalf("read SSE: %v", err)
+	}
+	return frames
+}
+
+// scanSSE hands each frame of an SSE stream to each, in order, until the
+// stream ends; a data line that is not JSON comes with an error.
+func scanSSE(r io.Reader, each func(sseFrame, error)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	ev := ""
@@ -228,17 +244,15 @@ func readSSE(t testing.TB, r io.Reader) []sseFrame {
 			ev = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
 		case strings.HasPrefix(line, "data:"):
 			var m map[string]any
-			if err := json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(line, "data:"))), &m); err != nil {
-				t.Fatalf("bad SSE data %q: %v", line, err)
+			var err error
+			if jerr := json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(line, "data:"))), &m); jerr != nil {
+				err = fmt.Errorf("bad SSE data %q: %w", line, jerr)
 			}
-			frames = append(frames, sseFrame{Event: ev, Data: m})
+			each(sseFrame{Event: ev, Data: m}, err)
 			ev = ""
 		}
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("read SSE: %v", err)
-	}
-	return frames
+	return sc.Err()
 }
 
 func (s *sidecar) createSession(user, id string) {
