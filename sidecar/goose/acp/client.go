@@ -1081,6 +1081,14 @@ func (c *Client) acceptPermission(cn *conn, params json.RawMessage) func(context
 		case d := <-ch:
 			return permissionOutcome(d, req.Options), nil
 		case <-r.ended:
+			// A decision made before the reply ended wins: select picks at
+			// random among ready cases, and a denial followed at once by
+			// the reply's end (a drain, a timeout) must reach goose as one.
+			select {
+			case d := <-ch:
+				return permissionOutcome(d, req.Options), nil
+			default:
+			}
 			return cancelledOutcome(), nil
 		case <-ctx.Done():
 			return nil, acpsdk.NewRequestCancelled(nil)
