@@ -667,6 +667,15 @@ type PodTemplateOverrides struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// TerminationGracePeriodSeconds is how long a stopping pod (a rollout,
+	// a deletion, a node drain) has. goose stops only once the turns
+	// running on the pod have finished, waiting at most this minus 20
+	// seconds; turns still running then end with an error event. The 20
+	// seconds cover ending them and stopping both containers. Default 60.
+	// +kubebuilder:validation:Minimum=30
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 }
 
 // NetworkPolicySpec configures the optional NetworkPolicy.

@@ -144,6 +144,9 @@ func TestInvalidAgentsAreRejected(t *testing.T) {
 		}, []string{"spec.provider.baseURL", "azure_openai"}},
 		{"baseURL not a URL", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Provider.BaseURL = "ftp://x" },
 			[]string{"spec.provider.baseURL", "http or https"}},
+		{"grace period too short for a drain", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.PodTemplate.TerminationGracePeriodSeconds = ptr.To[int64](10)
+		}, []string{"spec.podTemplate.terminationGracePeriodSeconds", "greater than or equal to 30"}},
 		{"unknown mode", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Mode = "yolo" },
 			[]string{"spec.mode", "Unsupported value"}},
 		{"unknown server flavor", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Server.Flavor = "acp" },

@@ -40,14 +40,33 @@ const (
 // When a pod stops, the kubelet runs goose's preStop hook, then stops goose,
 // then the sidecar. goose serve ends every running turn at once on SIGTERM,
 // so the hook first has the sidecar drain: take no new turns and let the
-// running ones finish, for at most DrainTimeout (internal/prestop). The
-// pod's grace period covers that, ending the turns still running when it
-// is up, the hook's last look (it looks once a second), and both stops.
+// running ones finish (internal/prestop). stopTiming splits the pod's grace
+// period: the drain, then ending the turns still running (5 s), the hook's
+// last look (it looks once a second), and both stops.
+type stopTiming struct {
+	grace    int64         // terminationGracePeriodSeconds
+	drain    time.Duration // the sidecar's --drain-timeout
+	hookWait time.Duration // the preStop hook's own bound
+}
+
 const (
-	DrainTimeout           = 40 * time.Second
-	preStopWait            = DrainTimeout + 10*time.Second
-	terminationGracePeriod = int64((DrainTimeout + 20*time.Second) / time.Second)
+	// DefaultTerminationGracePeriod is the pods' grace period, in seconds,
+	// unless spec.podTemplate.terminationGracePeriodSeconds sets it.
+	DefaultTerminationGracePeriod = 60
+	// drainMargin is what the drain leaves of the grace period; the API's
+	// minimum of 30 s leaves 10 s to drain.
+	drainMargin = 20 * time.Second
+	hookMargin  = 10 * time.Second
 )
+
+func stopTimingOf(a *agentsv1alpha1.GooseAgent) stopTiming {
+	grace := int64(DefaultTerminationGracePeriod)
+	if g := a.Spec.PodTemplate.TerminationGracePeriodSeconds; g != nil {
+		grace = *g
+	}
+	drain := time.Duration(grace)*time.Second - drainMargin
+	return stopTiming{grace: grace, drain: drain, hookWait: drain + hookMargin}
+}
 
 // hintsScript installs the instructions as goose's global hints file,
 // <config dir>/.goosehints, which goose adds to the system prompt of every
@@ -121,7 +140,7 @@ func buildPodSpec(a *agentsv1alpha1.GooseAgent, def Defaults, env []*corev1ac.En
 		WithSecurityContext(sc).
 		WithInitContainers(initContainer(a, gooseImg), sidecar).
 		WithContainers(goose).
-		WithTerminationGracePeriodSeconds(terminationGracePeriod).
+		WithTerminationGracePeriodSeconds(stopTimingOf(a).grace).
 		WithVolumes(volumes...)
 	if err := applyPodOverrides(pod, &a.Spec.PodTemplate); err != nil {
 		return nil, err
@@ -269,7 +288,7 @@ func sidecarArgs(a *agentsv1alpha1.GooseAgent) []string {
 	args := []string{
 		fmt.Sprintf("--listen=:%d", Port(a)),
 		fmt.Sprintf("--goose-url=http://127.0.0.1:%d", goosePort(a)),
-		"--drain-timeout=" + DrainTimeout.String(),
+		"--drain-timeout=" + stopTimingOf(a).drain.String(),
 		"--goose-flavor=" + string(flavor(a)),
 		"--goose-secret-file=" + GooseSecretDir + "/" + gooseSecretFile,
 		"--goose-working-dir=" + workspacePath(a),
@@ -336,7 +355,7 @@ func gooseContainer(a *agentsv1alpha1.GooseAgent, image string, env []*corev1ac.
 		WithSecurityContext(restrictedContainer()).
 		WithVolumeMounts(gooseMounts(a)...).
 		WithLifecycle(corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().WithExec(
-			corev1ac.ExecAction().WithCommand("/bin/sh", "-c", prestop.Script(DrainDir, preStopWait)))))
+			corev1ac.ExecAction().WithCommand("/bin/sh", "-c", prestop.Script(DrainDir, stopTimingOf(a).hookWait)))))
 	if flavor(a) == agentsv1alpha1.ServerFlavorGoosed {
 		c.WithCommand("goosed").WithArgs("agent") // binds GOOSE_HOST:GOOSE_PORT (gooseEnv)
 	} else {

@@ -366,18 +366,34 @@ func TestDataClaimTemplate(t *testing.T) {
 }
 
 // TestGooseWaitsForTheSidecarToDrain: goose's preStop hook and the sidecar
-// meet in one shared directory, and the pod's grace period outlasts the
-// hook's wait, which outlasts the sidecar's drain.
+// meet in one shared directory, and the pod's grace period (the default,
+// the API's minimum, or a long one) outlasts the hook's wait, which
+// outlasts the sidecar's drain.
 func TestGooseWaitsForTheSidecarToDrain(t *testing.T) {
-	for _, a := range []*agentsv1alpha1.GooseAgent{bareAgent(), fullAgent()} {
-		pod, err := buildPodSpec(a, Defaults{GooseImage: "g", SidecarImage: "s"}, nil)
+	withGrace := func(s int64) *agentsv1alpha1.GooseAgent {
+		a := bareAgent()
+		a.Spec.PodTemplate.TerminationGracePeriodSeconds = &s
+		return a
+	}
+	for _, tc := range []struct {
+		a         *agentsv1alpha1.GooseAgent
+		grace     int64
+		drain     time.Duration
+		hookAtMax time.Duration
+	}{
+		{bareAgent(), DefaultTerminationGracePeriod, 40 * time.Second, 50 * time.Second},
+		{fullAgent(), DefaultTerminationGracePeriod, 40 * time.Second, 50 * time.Second},
+		{withGrace(30), 30, 10 * time.Second, 20 * time.Second},
+		{withGrace(600), 600, 580 * time.Second, 590 * time.Second},
+	} {
+		pod, err := buildPodSpec(tc.a, Defaults{GooseImage: "g", SidecarImage: "s"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		goose, sidecar := pod.Containers[0], pod.InitContainers[1]
 		hook := goose.Lifecycle.PreStop.Exec.Command
-		if len(hook) != 3 || hook[0] != "/bin/sh" || hook[2] != prestop.Script(DrainDir, preStopWait) {
-			t.Errorf("goose's preStop hook is %q, want prestop.Script on %s", hook, DrainDir)
+		if len(hook) != 3 || hook[0] != "/bin/sh" || hook[2] != prestop.Script(DrainDir, tc.hookAtMax) {
+			t.Errorf("grace %d: goose's preStop hook is %q, want prestop.Script on %s waiting %s", tc.grace, hook, DrainDir, tc.hookAtMax)
 		}
 		mounted := func(c corev1ac.ContainerApplyConfiguration) bool {
 			for _, m := range c.VolumeMounts {
@@ -396,12 +412,12 @@ func TestGooseWaitsForTheSidecarToDrain(t *testing.T) {
 				dir = *e.Value
 			}
 		}
-		if dir != DrainDir || !slices.Contains(sidecar.Args, "--drain-timeout="+DrainTimeout.String()) {
-			t.Errorf("the sidecar watches %q with args %q, want %s and --drain-timeout=%s", dir, sidecar.Args, DrainDir, DrainTimeout)
+		if dir != DrainDir || !slices.Contains(sidecar.Args, "--drain-timeout="+tc.drain.String()) {
+			t.Errorf("grace %d: the sidecar watches %q with args %q, want %s and --drain-timeout=%s", tc.grace, dir, sidecar.Args, DrainDir, tc.drain)
 		}
 		grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-		if DrainTimeout >= preStopWait || preStopWait >= grace {
-			t.Errorf("drain %s, hook wait %s, grace period %s: each must outlast the one before", DrainTimeout, preStopWait, grace)
+		if *pod.TerminationGracePeriodSeconds != tc.grace || tc.drain >= tc.hookAtMax || tc.hookAtMax >= grace {
+			t.Errorf("grace %s (want %ds), drain %s, hook wait %s: each must outlast the one before", grace, tc.grace, tc.drain, tc.hookAtMax)
 		}
 	}
 }

@@ -328,6 +328,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: serviceAccountName
       type:
         scalar: string
+    - name: terminationGracePeriodSeconds
+      type:
+        scalar: numeric
     - name: tolerations
       type:
         list:

@@ -52,6 +52,12 @@ type PodTemplateOverridesApplyConfiguration struct {
 	SecurityContext *v1.PodSecurityContext `json:"securityContext,omitempty"`
 	// PriorityClassName of the pods.
 	PriorityClassName *string `json:"priorityClassName,omitempty"`
+	// TerminationGracePeriodSeconds is how long a stopping pod (a rollout,
+	// a deletion, a node drain) has. goose stops only once the turns
+	// running on the pod have finished, waiting at most this minus 20
+	// seconds; turns still running then end with an error event. The 20
+	// seconds cover ending them and stopping both containers. Default 60.
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 }
 
 // PodTemplateOverridesApplyConfiguration constructs a declarative configuration of the PodTemplateOverrides type for use with
@@ -161,5 +167,13 @@ func (b *PodTemplateOverridesApplyConfiguration) WithSecurityContext(value v1.Po
 // If called multiple times, the PriorityClassName field is set to the value of the last call.
 func (b *PodTemplateOverridesApplyConfiguration) WithPriorityClassName(value string) *PodTemplateOverridesApplyConfiguration {
 	b.PriorityClassName = &value
+	return b
+}
+
+// WithTerminationGracePeriodSeconds sets the TerminationGracePeriodSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TerminationGracePeriodSeconds field is set to the value of the last call.
+func (b *PodTemplateOverridesApplyConfiguration) WithTerminationGracePeriodSeconds(value int64) *PodTemplateOverridesApplyConfiguration {
+	b.TerminationGracePeriodSeconds = &value
 	return b
 }
