@@ -255,8 +255,9 @@ func initContainer(a *agentsv1alpha1.GooseAgent, image string) *corev1ac.Contain
 }
 
 // sidecarContainer is adk2goose as a native sidecar: an init container with
-// restartPolicy Always starts before goose and stops after it, so streams
-// can drain. Its port is the only one the pod exposes.
+// restartPolicy Always starts before goose and stops after it, so it can
+// relay a turn to its end; goose's preStop hook waits for that (stopTiming).
+// Its port is the only one the pod exposes.
 func sidecarContainer(a *agentsv1alpha1.GooseAgent, image string) (*corev1ac.ContainerApplyConfiguration, error) {
 	c := corev1ac.Container().
 		WithName(SidecarContainer).
