@@ -86,13 +86,18 @@ func streamedText(frames <-chan sseFrame) (text string, errs []string) {
 			errs = append(errs, fmtFrame(f))
 			continue
 		}
-		if f.Data["partial"] == true {
-			if s, ok := jpath(f.Data, "content", "parts", 0, "text").(string); ok {
-				text += s
-			}
-		}
+		text += partialText(f)
 	}
 	return text, errs
+}
+
+// partialText is a partial event's text delta; empty for other frames.
+func partialText(f sseFrame) string {
+	if f.Data["partial"] != true {
+		return ""
+	}
+	s, _ := jpath(f.Data, "content", "parts", 0, "text").(string)
+	return s
 }
 
 func fmtFrame(f sseFrame) string {
@@ -105,10 +110,7 @@ func waitForText(t *testing.T, frames <-chan sseFrame, want string) {
 	t.Helper()
 	text := ""
 	for f := range frames {
-		if s, ok := jpath(f.Data, "content", "parts", 0, "text").(string); ok && f.Data["partial"] == true {
-			text += s
-		}
-		if strings.Contains(text, want) {
+		if text += partialText(f); strings.Contains(text, want) {
 			return
 		}
 	}

@@ -440,11 +440,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	s.log.Info("draining", "timeout", drain.String())
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 	defer cancel()
-	// Held tool approvals are not requests: nobody can answer them once the
-	// listener closes, so goose is told at once (deny, then cancel).
-	if err := s.control.Close(dctx); err != nil {
-		s.log.Warn("failed to cancel pending tool confirmations", "error", err)
-	}
+	s.denyHeldConfirmations(dctx)
 	err := srv.Shutdown(dctx)
 	// A2A executions run detached from their HTTP requests, so Shutdown does
 	// not wait for them; they get the rest of the drain window.
@@ -457,7 +453,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	s.cancelStop(ErrDraining)
 	// Streams now end by themselves; give them a moment to send their last
 	// frame before the connections are closed.
-	gctx, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	gctx, cancel2 := context.WithTimeout(context.Background(), lastFrameGrace)
 	defer cancel2()
 	if err := srv.Shutdown(gctx); err != nil {
 		_ = srv.Close()
@@ -482,9 +478,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 func (s *Server) Drain(ctx context.Context) error {
 	idle := s.turns.drain()
 	s.log.Info("draining turns before goose stops")
-	if err := s.control.Close(ctx); err != nil {
-		s.log.Warn("failed to cancel pending tool confirmations", "error", err)
-	}
+	s.denyHeldConfirmations(ctx)
 	select {
 	case <-idle:
 		s.log.Info("drained: no turn is running")
@@ -493,13 +487,26 @@ func (s *Server) Drain(ctx context.Context) error {
 	}
 	s.log.Warn("drain timeout reached, ending the turns still running")
 	s.cancelStop(ErrDraining)
-	gctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	gctx, cancel := context.WithTimeout(context.Background(), lastFrameGrace)
 	defer cancel()
 	select {
 	case <-idle:
 		return nil
 	case <-gctx.Done():
 		return fmt.Errorf("failed to end the running turns: %w", gctx.Err())
+	}
+}
+
+// lastFrameGrace is how long streams ended by a drain's timeout get to send
+// their error event.
+const lastFrameGrace = 5 * time.Second
+
+// denyHeldConfirmations tells goose at once (deny, then cancel) about the
+// tool approvals held for an answer: they are not requests, and nobody can
+// answer them once the server stops taking turns.
+func (s *Server) denyHeldConfirmations(ctx context.Context) {
+	if err := s.control.Close(ctx); err != nil {
+		s.log.Warn("failed to cancel pending tool confirmations", "error", err)
 	}
 }
 

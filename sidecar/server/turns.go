@@ -145,10 +145,10 @@ func (g *turnGate) release(k gooseagent.SessionKey) {
 	if q == nil {
 		return
 	}
-	if len(*q) == 0 || g.isDraining() {
+	if draining := g.isDraining(); draining || len(*q) == 0 {
 		// Waiters left once draining give up by themselves (acquire).
 		delete(g.queues, k)
-		if g.isDraining() {
+		if draining {
 			g.closeIdleLocked()
 		}
 		return
