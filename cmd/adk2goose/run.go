@@ -385,20 +385,16 @@ var errDrainNotFollowed = errors.New("the pod did not stop after goose's preStop
 // not take turns again. The returned func stops watching and waits for a
 // drain under way, which ctx's end cuts short.
 func drainOnRequest(ctx context.Context, log *slog.Logger, srv *server.Server, o *options, stopServing context.CancelCauseFunc) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	requested, err := prestop.Watch(ctx, o.drainDir, drainRequestInterval)
-	if err != nil {
+	if err := prestop.Watch(o.drainDir); err != nil {
 		log.Warn("goose's preStop hook will not wait for running turns", "error", err)
-		cancel()
 		return func() {}
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		select {
-		case <-requested:
-		case <-ctx.Done():
-			return
+		if prestop.AwaitRequest(ctx, o.drainDir, drainRequestInterval) != nil {
+			return // ctx ended: no drain asked for
 		}
 		log.Info("goose's preStop hook asks for a drain", "timeout", o.drainTimeout.String())
 		dctx, cancelDrain := context.WithTimeout(ctx, o.drainTimeout)

@@ -53,27 +53,28 @@ exit 0`, shellQuote(dir), watchingFile, requestFile, doneFile, secs)
 // shellQuote quotes s as one word for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// Watch marks dir as watched and returns a channel that is closed once a
-// drain is requested there, looking every interval until ctx ends. A
-// request made before the sidecar (re)started counts: the pod is stopping.
-func Watch(ctx context.Context, dir string, every time.Duration) (<-chan struct{}, error) {
+// Watch marks dir as watched, so the hook asks and waits from now on.
+func Watch(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, watchingFile), nil, 0o644); err != nil {
-		return nil, fmt.Errorf("failed to mark the drain directory watched: %w", err)
+		return fmt.Errorf("failed to mark the drain directory watched: %w", err)
 	}
-	requested := make(chan struct{})
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for !exists(dir, requestFile) {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+	return nil
+}
+
+// AwaitRequest returns once the hook has asked for a drain in dir, looking
+// every interval, or ctx's error when ctx ends first. A request made
+// before the sidecar (re)started counts: the pod is stopping.
+func AwaitRequest(ctx context.Context, dir string, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for !exists(dir, requestFile) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
 		}
-		close(requested)
-	}()
-	return requested, nil
+	}
+	return nil
 }
 
 // Done tells the hook the drain is over.

@@ -2,6 +2,7 @@ package prestop
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,20 +40,17 @@ func awkwardDir(t *testing.T) string {
 
 func TestHookWaitsForTheDrain(t *testing.T) {
 	dir := awkwardDir(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	requested, err := Watch(ctx, dir, 10*time.Millisecond)
-	if err != nil {
+	if err := Watch(dir); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-requested:
+	if exists(dir, requestFile) {
 		t.Fatal("a drain was requested before the hook ran")
-	default:
 	}
 
 	exited := hook(t, dir, time.Hour)
-	<-requested // the hook asked
+	if err := AwaitRequest(t.Context(), dir, 10*time.Millisecond); err != nil {
+		t.Fatal(err) // the hook asked
+	}
 	select {
 	case err := <-exited:
 		t.Fatalf("the hook returned before the drain was done: %v", err)
@@ -84,9 +82,7 @@ func TestHookSkipsWithoutAWatchingSidecar(t *testing.T) {
 
 func TestHookGivesUpAfterItsWait(t *testing.T) {
 	dir := awkwardDir(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	if _, err := Watch(ctx, dir, time.Hour); err != nil {
+	if err := Watch(dir); err != nil {
 		t.Fatal(err)
 	}
 	// Watched, never done (a sidecar that died): the hook ends by itself.
@@ -98,20 +94,26 @@ func TestHookGivesUpAfterItsWait(t *testing.T) {
 	}
 }
 
-func TestWatchSeesAnEarlierRequest(t *testing.T) {
+func TestAwaitRequestSeesAnEarlierRequest(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, requestFile), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	requested, err := Watch(t.Context(), dir, time.Hour)
-	if err != nil {
+	if err := AwaitRequest(t.Context(), dir, time.Hour); err != nil { // at once, not after an hour
 		t.Fatal(err)
 	}
-	<-requested // at once, not after an hour
+}
+
+func TestAwaitRequestEndsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := AwaitRequest(ctx, t.TempDir(), time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("AwaitRequest with no request and an ended context: %v, want context.Canceled", err)
+	}
 }
 
 func TestWatchFailsOnAMissingDirectory(t *testing.T) {
-	if _, err := Watch(t.Context(), filepath.Join(t.TempDir(), "missing"), time.Second); err == nil {
+	if err := Watch(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("Watch of a missing directory succeeded")
 	}
 }
@@ -129,9 +131,7 @@ func TestScriptWaitRoundsUp(t *testing.T) {
 
 func TestWithdraw(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	if _, err := Watch(ctx, dir, time.Hour); err != nil {
+	if err := Watch(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{requestFile, doneFile} {
