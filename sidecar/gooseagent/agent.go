@@ -206,7 +206,9 @@ type Config struct {
 	// IdleSessions bounds how many ADK sessions the agent keeps in memory
 	// between turns (their goose session, already resumed). Beyond it the
 	// least recently used idle ones are forgotten; their next turn resumes
-	// the goose session their ADK state names. Default 4096.
+	// the goose session their ADK state names (a goose session started
+	// early that no turn used is deleted from goose: no state names it).
+	// Default 4096.
 	IdleSessions int
 	// Workspaces, when set, gives each ADK session its goose working
 	// directory in place of StartOptions.WorkingDir (see package
@@ -217,6 +219,8 @@ type Config struct {
 	// wait for goose to start it (its agent and extensions). A first turn
 	// that comes sooner waits for that start instead of making a second
 	// one; a start that fails is logged and the first turn tries again.
+	// Until a turn uses it only this process knows it: Controller.Close
+	// deletes it from goose.
 	StartGooseOnCreate bool
 }
 
@@ -289,8 +293,8 @@ type gooseAgent struct {
 	closed     bool
 	stop       context.Context
 	cancelStop context.CancelFunc
-	// wg counts running confirmation timeouts and early starts, which Close
-	// waits for.
+	// wg counts running confirmation timeouts, early starts and deletions
+	// of forgotten early sessions, which Close waits for.
 	wg sync.WaitGroup
 }
 
@@ -310,6 +314,12 @@ type sessionEntry struct {
 	// ready is true once the goose session was started or resumed by this
 	// process (goose needs a resume after either side restarted).
 	ready bool
+	// unusedEarly (under gooseAgent.mu): gooseID was started early
+	// (Config.StartGooseOnCreate) and no turn has taken it since, so no ADK
+	// state names it. Only this entry can reach it: when the entry is
+	// forgotten (Close, or beyond Config.IdleSessions) the goose session is
+	// deleted, not left in goose.
+	unusedEarly bool
 	// totals are the goose session's accumulated usage after the last turn.
 	totals *goose.Usage
 	// paused (under gooseAgent.mu) is the reply waiting for a tool
@@ -356,11 +366,38 @@ func (g *gooseAgent) unuse(e *sessionEntry) {
 	}
 	slices.SortFunc(idles, func(a, b idle) int { return a.at.Compare(b.at) })
 	// Down to three quarters, so that the scan runs once per many turns.
+	var unreachable []forgotten
 	for _, i := range idles {
 		if len(g.sessions) <= g.cfg.IdleSessions*3/4 {
 			break
 		}
+		if e := g.sessions[i.key]; e.unusedEarly {
+			unreachable = append(unreachable, forgotten{i.key, e.gooseID})
+		}
 		delete(g.sessions, i.key)
+	}
+	if len(unreachable) > 0 && !g.closed {
+		g.wg.Go(func() { g.deleteForgotten(unreachable) })
+	}
+}
+
+// forgotten is a goose session started early whose entry was forgotten.
+type forgotten struct {
+	key     SessionKey
+	gooseID string
+}
+
+// forgottenDeleteTimeout bounds the deletion of forgotten early sessions.
+const forgottenDeleteTimeout = time.Minute
+
+// deleteForgotten deletes goose sessions that only forgotten entries named.
+func (g *gooseAgent) deleteForgotten(fs []forgotten) {
+	ctx, cancel := context.WithTimeout(context.Background(), forgottenDeleteTimeout)
+	defer cancel()
+	for _, f := range fs {
+		if err := g.deleteGooseSession(ctx, f.key, f.gooseID, "its ADK session ran no turn and was forgotten"); err != nil {
+			g.cfg.Logger.WarnContext(ctx, "goose session started early stays in goose", "adk_session", f.key.SessionID, "error", err)
+		}
 	}
 }
 
@@ -370,6 +407,16 @@ func (e *sessionEntry) acquire(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// tryAcquire takes the lock when nobody holds it.
+func (e *sessionEntry) tryAcquire() bool {
+	select {
+	case e.lock <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 

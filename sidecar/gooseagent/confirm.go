@@ -483,7 +483,11 @@ func (c *Controller) CancelConfirmation(ctx context.Context, key SessionKey, cal
 
 // Close denies and cancels every pending confirmation (goose sees the
 // denial and the cancel), records why in each session, and refuses to hold
-// new ones. Later turns that hit an approval end with an error.
+// new ones. Later turns that hit an approval end with an error. Then it
+// deletes from goose the sessions it started early
+// (Config.StartGooseOnCreate) for ADK sessions that ran no turn: no ADK
+// state names them, so nothing could reach them after this process. Call it
+// while goose still runs (the sidecar does as it drains before goose stops).
 func (c *Controller) Close(ctx context.Context) error {
 	g := c.g
 	g.mu.Lock()
@@ -524,5 +528,6 @@ func (c *Controller) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("failed to wait for confirmation timeouts: %w", ctx.Err()))
 	}
+	errs = append(errs, g.deleteUnusedEarly(ctx))
 	return errors.Join(errs...)
 }

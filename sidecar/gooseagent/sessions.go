@@ -62,7 +62,7 @@ func (g *gooseAgent) deleteSession(ctx context.Context, key SessionKey, sess ses
 		add(id)
 	}
 	g.mu.Lock()
-	e.gooseID, e.ready, e.totals, e.resolved = "", false, nil, nil
+	e.gooseID, e.ready, e.unusedEarly, e.totals, e.resolved = "", false, false, nil, nil
 	if g.sessions[key] == e && e.refs == 1 {
 		delete(g.sessions, key)
 	}
@@ -70,18 +70,92 @@ func (g *gooseAgent) deleteSession(ctx context.Context, key SessionKey, sess ses
 
 	var errs []error
 	for _, id := range ids {
-		err := g.cfg.Backend.DeleteSession(ctx, id)
-		switch {
-		case err == nil, errors.Is(err, goose.ErrSessionNotFound):
-			g.cfg.Logger.InfoContext(ctx, "deleted goose session", "adk_session", key.SessionID, "goose_session", id)
-		case errors.Is(err, goose.ErrUnsupported):
-			g.cfg.Logger.InfoContext(ctx, "goose cannot delete sessions; its conversation stays in goose",
-				"adk_session", key.SessionID, "goose_session", id)
-		default:
-			errs = append(errs, fmt.Errorf("failed to delete goose session %q: %w", id, err))
+		errs = append(errs, g.deleteGooseSession(ctx, key, id, "its ADK session was deleted"))
+	}
+	return errors.Join(errs...)
+}
+
+// deleteGooseSession deletes goose session id of the ADK session key, for
+// why (logged). A session goose no longer has, or a goose that cannot
+// delete sessions (goosed 1.38-1.41), is not an error.
+func (g *gooseAgent) deleteGooseSession(ctx context.Context, key SessionKey, id, why string) error {
+	err := g.cfg.Backend.DeleteSession(ctx, id)
+	switch {
+	case err == nil, errors.Is(err, goose.ErrSessionNotFound):
+		g.cfg.Logger.InfoContext(ctx, "deleted goose session", "adk_session", key.SessionID, "goose_session", id, "why", why)
+		return nil
+	case errors.Is(err, goose.ErrUnsupported):
+		g.cfg.Logger.InfoContext(ctx, "goose cannot delete sessions; its conversation stays in goose",
+			"adk_session", key.SessionID, "goose_session", id)
+		return nil
+	default:
+		return fmt.Errorf("failed to delete goose session %q: %w", id, err)
+	}
+}
+
+// deleteUnusedEarly deletes the goose sessions started early that no turn
+// has taken (sessionEntry.unusedEarly): nothing could reach them once this
+// process ends. Close calls it, with goose still running when the sidecar
+// drains before goose stops. An entry whose lock is held is skipped: a turn
+// (which takes the goose session) or an ADK session deletion has it.
+func (g *gooseAgent) deleteUnusedEarly(ctx context.Context) error {
+	type unused struct {
+		key SessionKey
+		e   *sessionEntry
+	}
+	var us []unused
+	g.mu.Lock()
+	for k, e := range g.sessions {
+		if e.unusedEarly {
+			e.refs++ // not forgotten meanwhile
+			us = append(us, unused{k, e})
+		}
+	}
+	g.mu.Unlock()
+	var errs []error
+	for i, u := range us {
+		err := g.deleteIfUnusedEarly(ctx, u.key, u.e)
+		g.unuse(u.e)
+		if err == nil {
+			continue
+		}
+		errs = append(errs, err)
+		if errors.Is(err, goose.ErrUnavailable) {
+			// goose is gone (a goose serve stopped before this sidecar):
+			// one error, not one per session.
+			for _, left := range us[i+1:] {
+				g.unuse(left.e)
+			}
+			if n := len(us) - i - 1; n > 0 {
+				errs = append(errs, fmt.Errorf("%d more goose sessions started early stay in goose", n))
+			}
+			break
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// deleteIfUnusedEarly deletes e's goose session if it is still one started
+// early that no turn took; an entry whose lock is held is left alone.
+func (g *gooseAgent) deleteIfUnusedEarly(ctx context.Context, key SessionKey, e *sessionEntry) error {
+	if !e.tryAcquire() {
+		return nil
+	}
+	defer e.release()
+	g.mu.Lock()
+	unused := e.unusedEarly
+	g.mu.Unlock()
+	if !unused {
+		return nil
+	}
+	if err := g.deleteGooseSession(ctx, key, e.gooseID, "its ADK session ran no turn before shutdown"); err != nil {
+		return err
+	}
+	e.gooseID, e.ready, e.totals = "", false, nil
+	g.mu.Lock()
+	e.unusedEarly = false
+	g.mu.Unlock()
+	return nil
 }
 
 // SessionService returns svc whose Delete also calls DeleteSession for this
@@ -130,9 +204,7 @@ func (g *gooseAgent) startEarly(key SessionKey, sess session.Session) {
 		g.unuse(e)
 		return
 	}
-	select {
-	case e.lock <- struct{}{}:
-	default:
+	if !e.tryAcquire() {
 		g.mu.Unlock()
 		g.unuse(e)
 		return
@@ -167,6 +239,9 @@ func (g *gooseAgent) startEarly(key SessionKey, sess session.Session) {
 		}
 		// The first turn writes the mapping into the ADK session state.
 		e.gooseID, e.ready, e.totals = s.ID, true, &goose.Usage{}
+		g.mu.Lock()
+		e.unusedEarly = true
+		g.mu.Unlock()
 		g.cfg.Logger.InfoContext(ctx, "started goose session",
 			"adk_session", key.SessionID, "goose_session", s.ID, "working_dir", opts.WorkingDir, "early", true)
 	}()

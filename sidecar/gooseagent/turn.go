@@ -263,6 +263,11 @@ var errShuttingDown = errors.New("adk2goose is shutting down")
 
 // openSession finds or creates the goose session and makes it ready.
 func (t *turn) openSession(e *sessionEntry) error {
+	// This turn's first non-partial event names the goose session in the
+	// ADK state (stateDelta below).
+	t.g.mu.Lock()
+	e.unusedEarly = false
+	t.g.mu.Unlock()
 	b := t.g.cfg.Backend
 	sess := t.ic.Session()
 	id, legacy := t.g.storedGooseID(sess)

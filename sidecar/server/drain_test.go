@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/server"
 )
 
@@ -219,5 +222,38 @@ func TestDrainTimeoutEndsTheRunningTurn(t *testing.T) {
 	}
 	if strings.Contains(text, "finished") {
 		t.Errorf("the turn finished (%q) though the drain had no time", text)
+	}
+}
+
+// TestDrainDeletesUnusedEarlySessions: the goose session started when an
+// ADK session was created (StartGooseOnCreate) but used by no turn is
+// deleted from goose as the sidecar drains, while goose still runs: only
+// this process knew it (no ADK state names it), so after the restart it
+// would stay in goose for good. A session a turn used stays.
+func TestDrainDeletesUnusedEarlySessions(t *testing.T) {
+	f := goosetest.NewServe(t)
+	c, err := acp.New(acp.Config{URL: f.URL, SecretKey: f.Secret, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	sc := startSidecar(t, c, t.TempDir())
+	sc.createSession("u", "used")
+	sc.createSession("u", "unused")
+	if got := sc.say("u", "used", "hello"); got == "" {
+		t.Fatal("the turn answered nothing")
+	}
+	state, _ := sc.history("u", "used")
+	usedID, _ := jpath(state, "state", gooseagent.SessionIDStateKey(appName)).(string)
+	waitFor(t, 10*time.Second, "both early goose sessions started", func() bool { return len(f.SessionIDs()) == 2 })
+
+	if err := sc.srv.Drain(t.Context()); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	if got := f.SessionIDs(); !slices.Equal(got, []string{usedID}) {
+		t.Errorf("goose sessions after the drain: %v, want only %q, the one the used session's state names", got, usedID)
+	}
+	if n := f.Calls("session/delete"); n != 1 {
+		t.Errorf("session/delete calls: %d, want 1", n)
 	}
 }

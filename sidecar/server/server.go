@@ -440,7 +440,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	s.log.Info("draining", "timeout", drain.String())
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 	defer cancel()
-	s.denyHeldConfirmations(dctx)
+	s.closeAgent(dctx)
 	err := srv.Shutdown(dctx)
 	// A2A executions run detached from their HTTP requests, so Shutdown does
 	// not wait for them; they get the rest of the drain window.
@@ -478,7 +478,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 func (s *Server) Drain(ctx context.Context) error {
 	idle := s.turns.drain()
 	s.log.Info("draining turns before goose stops")
-	s.denyHeldConfirmations(ctx)
+	s.closeAgent(ctx)
 	select {
 	case <-idle:
 		s.log.Info("drained: no turn is running")
@@ -501,12 +501,14 @@ func (s *Server) Drain(ctx context.Context) error {
 // their error event.
 const lastFrameGrace = 5 * time.Second
 
-// denyHeldConfirmations tells goose at once (deny, then cancel) about the
-// tool approvals held for an answer: they are not requests, and nobody can
-// answer them once the server stops taking turns.
-func (s *Server) denyHeldConfirmations(ctx context.Context) {
+// closeAgent tells goose at once (deny, then cancel) about the tool
+// approvals held for an answer: they are not requests, and nobody can
+// answer them once the server stops taking turns. It also deletes the goose
+// sessions started early for ADK sessions that ran no turn, which nothing
+// would reach after this process (gooseagent.Controller.Close).
+func (s *Server) closeAgent(ctx context.Context) {
 	if err := s.control.Close(ctx); err != nil {
-		s.log.Warn("failed to cancel pending tool confirmations", "error", err)
+		s.log.Warn("failed to close the goose agent's pending work", "error", err)
 	}
 }
 

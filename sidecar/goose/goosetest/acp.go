@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -308,6 +310,15 @@ func (s *Serve) Session(id string) (ServeSession, bool) {
 		out.Cost = &c
 	}
 	return out, true
+}
+
+// SessionIDs lists the ids of the sessions in the store, sorted.
+func (s *Serve) SessionIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := slices.Collect(maps.Keys(s.sessions))
+	slices.Sort(ids)
+	return ids
 }
 
 // SeedSession stores a session as an earlier goose process would have left
