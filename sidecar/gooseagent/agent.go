@@ -269,6 +269,7 @@ func NewWithController(cfg Config) (agent.Agent, *Controller, error) {
 	}
 	g := &gooseAgent{cfg: cfg, sessions: map[SessionKey]*sessionEntry{}, tracer: cfg.TracerProvider.Tracer(TracerName)}
 	g.stop, g.cancelStop = context.WithCancel(context.Background())
+	g.startsStop, g.cancelStarts = context.WithCancel(context.Background())
 	a, err := agent.New(agent.Config{
 		Name:                 cfg.Name,
 		Description:          cfg.Description,
@@ -278,6 +279,7 @@ func NewWithController(cfg Config) (agent.Agent, *Controller, error) {
 	})
 	if err != nil {
 		g.cancelStop()
+		g.cancelStarts()
 		return nil, nil, fmt.Errorf("failed to create goose agent: %w", err)
 	}
 	return a, &Controller{g: g}, nil
@@ -293,9 +295,26 @@ type gooseAgent struct {
 	closed     bool
 	stop       context.Context
 	cancelStop context.CancelFunc
-	// wg counts running confirmation timeouts, early starts and deletions
-	// of forgotten early sessions, which Close waits for.
+	// wg counts running confirmation timeouts and deletions of forgotten
+	// early sessions, which Close waits for.
 	wg sync.WaitGroup
+	// starts counts early starts in flight; Close gives them
+	// earlyStartGrace before it cancels startsStop.
+	starts       sync.WaitGroup
+	startsStop   context.Context
+	cancelStarts context.CancelFunc
+}
+
+// waitGroup waits for wg until ctx ends; false if it did first.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // sessionEntry is the process-local state of one ADK session.

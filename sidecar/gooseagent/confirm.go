@@ -486,8 +486,9 @@ func (c *Controller) CancelConfirmation(ctx context.Context, key SessionKey, cal
 // new ones. Later turns that hit an approval end with an error. Then it
 // deletes from goose the sessions it started early
 // (Config.StartGooseOnCreate) for ADK sessions that ran no turn: no ADK
-// state names them, so nothing could reach them after this process. Call it
-// while goose still runs (the sidecar does as it drains before goose stops).
+// state names them, so nothing could reach them after this process. Starts
+// still in flight get a few seconds to finish first. Call it while goose
+// still runs (the sidecar does as it drains before goose stops).
 func (c *Controller) Close(ctx context.Context) error {
 	g := c.g
 	g.mu.Lock()
@@ -521,12 +522,15 @@ func (c *Controller) Close(ctx context.Context) error {
 		}
 		h.e.release()
 	}
-	done := make(chan struct{})
-	go func() { g.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if !waitGroup(ctx, &g.wg) {
 		errs = append(errs, fmt.Errorf("failed to wait for confirmation timeouts: %w", ctx.Err()))
+	}
+	grace, cancel := context.WithTimeout(ctx, earlyStartGrace)
+	waitGroup(grace, &g.starts)
+	cancel()
+	g.cancelStarts()
+	if !waitGroup(ctx, &g.starts) {
+		errs = append(errs, fmt.Errorf("failed to wait for early goose session starts: %w", ctx.Err()))
 	}
 	errs = append(errs, g.deleteUnusedEarly(ctx))
 	return errors.Join(errs...)

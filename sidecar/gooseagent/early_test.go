@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/adk/session"
 
@@ -138,8 +139,10 @@ func TestStartGooseOnCreateThenDelete(t *testing.T) {
 }
 
 // TestStartGooseOnCreateStopsAtClose: Close cancels an early start goose
-// never answers and waits for it (goleak checks nothing is left).
+// never answers, once its grace is over, and waits for it (goleak checks
+// nothing is left).
 func TestStartGooseOnCreateStopsAtClose(t *testing.T) {
+	gooseagent.SetEarlyStartGrace(t, 50*time.Millisecond)
 	b := &gatedStarts{scriptBackend: newScriptBackend(whoAmI), entered: make(chan struct{}, 4), release: make(chan struct{})}
 	_, svc, control := newEarly(t, b)
 	newSession(t, svc, "s")

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/adk/session"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 )
@@ -103,5 +106,65 @@ func TestCloseWithGooseGone(t *testing.T) {
 	}
 	if n := len(d.deleted()); n != 1 {
 		t.Fatalf("deletions tried: %d, want 1", n)
+	}
+}
+
+// lateStarts is a goose whose session starts finish when release is
+// closed: goose then has the session even if the caller gave up meanwhile
+// (its answer came too late, the id is lost to it).
+type lateStarts struct {
+	deletions
+	entered chan struct{}
+	release chan struct{}
+	mu      sync.Mutex
+	made    []string
+}
+
+func (l *lateStarts) StartSession(ctx context.Context, _ goose.StartOptions) (goose.Session, error) {
+	l.entered <- struct{}{}
+	<-l.release
+	l.mu.Lock()
+	id := fmt.Sprintf("goose-%d", len(l.made)+1)
+	l.made = append(l.made, id)
+	l.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return goose.Session{}, err
+	}
+	return goose.Session{ID: id}, nil
+}
+
+// TestCloseLetsAnEarlyStartFinish: an early start still waiting for goose
+// when Close comes is not cancelled at once: goose's answer arrives within
+// the grace, and the goose session it made, which no turn used, is
+// deleted rather than left in goose under an id nobody learned.
+func TestCloseLetsAnEarlyStartFinish(t *testing.T) {
+	l := &lateStarts{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	_, control, err := NewWithController(Config{Name: "goose", Backend: l, StartGooseOnCreate: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := control.g
+	svc := control.SessionService(session.InMemoryService())
+	if _, err := svc.Create(t.Context(), &session.CreateRequest{AppName: "app", UserID: "u", SessionID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	<-l.entered
+	closed := make(chan error, 1)
+	go func() { closed <- control.Close(t.Context()) }()
+	for {
+		g.mu.Lock()
+		c := g.closed
+		g.mu.Unlock()
+		if c {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(l.release) // goose answers while Close is under way
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if got := l.deleted(); !slices.Equal(got, []string{"goose-1"}) {
+		t.Fatalf("goose sessions deleted: %v, want goose-1, the early start's", got)
 	}
 }

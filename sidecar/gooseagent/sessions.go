@@ -189,6 +189,12 @@ func (s *linkedService) Create(ctx context.Context, req *session.CreateRequest) 
 // earlyStartTimeout bounds a goose session start nobody waits for yet.
 const earlyStartTimeout = 2 * time.Minute
 
+// earlyStartGrace is how long Close lets early starts in flight finish
+// before it cancels them: goose usually answers in a moment, and a session
+// whose start finished can be deleted, where one cancelled midway may stay
+// in goose under an id nobody learned. A var for the tests.
+var earlyStartGrace = 5 * time.Second
+
 // startEarly starts the goose session of a newly created ADK session in the
 // background. The session's turn lock is taken before it returns, so a
 // first turn waits for this start rather than making a second goose
@@ -209,16 +215,16 @@ func (g *gooseAgent) startEarly(key SessionKey, sess session.Session) {
 		g.unuse(e)
 		return
 	}
-	g.wg.Add(1)
+	g.starts.Add(1)
 	g.mu.Unlock()
 	go func() {
-		defer g.wg.Done()
+		defer g.starts.Done()
 		defer g.unuse(e)
 		defer e.release()
 		if e.gooseID != "" {
 			return
 		}
-		ctx, cancel := context.WithTimeout(g.stop, earlyStartTimeout)
+		ctx, cancel := context.WithTimeout(g.startsStop, earlyStartTimeout)
 		defer cancel()
 		opts := g.cfg.StartOptions
 		if ws := g.cfg.Workspaces; ws != nil {
