@@ -298,6 +298,9 @@ type gooseAgent struct {
 	// wg counts running confirmation timeouts and deletions of forgotten
 	// early sessions, which Close waits for.
 	wg sync.WaitGroup
+	// cannotDelete: goose answered that it cannot delete sessions (goosed
+	// 1.38-1.41); it is not asked again.
+	cannotDelete atomic.Bool
 	// starts counts early starts in flight; Close gives them
 	// earlyStartGrace before it cancels startsStop.
 	starts       sync.WaitGroup

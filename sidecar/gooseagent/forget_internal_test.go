@@ -168,3 +168,28 @@ func TestCloseLetsAnEarlyStartFinish(t *testing.T) {
 		t.Fatalf("goose sessions deleted: %v, want goose-1, the early start's", got)
 	}
 }
+
+// TestGooseThatCannotDeleteIsAskedOnce: goosed 1.38-1.41 answers that it
+// cannot delete sessions; after that first answer no deletion goes to goose
+// (not the other unused early sessions at Close, nor an ADK session's
+// deletion), and none of it is an error.
+func TestGooseThatCannotDeleteIsAskedOnce(t *testing.T) {
+	d := &deletions{fail: fmt.Errorf("failed to delete session: %w", goose.ErrUnsupported)}
+	_, control, err := NewWithController(Config{Name: "goose", Backend: d, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		rememberEntry(control.g, id, true, time.Time{})
+	}
+	rememberEntry(control.g, "d", false, time.Time{}) // used by a turn
+	if err := control.Close(t.Context()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := control.DeleteSession(t.Context(), SessionKey{AppName: "app", UserID: "u", SessionID: "d"}, nil); err != nil {
+		t.Fatalf("DeleteSession: %v", err)
+	}
+	if n := len(d.deleted()); n != 1 {
+		t.Fatalf("deletions sent to goose: %d, want 1", n)
+	}
+}

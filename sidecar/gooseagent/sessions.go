@@ -77,16 +77,22 @@ func (g *gooseAgent) deleteSession(ctx context.Context, key SessionKey, sess ses
 
 // deleteGooseSession deletes goose session id of the ADK session key, for
 // why (logged). A session goose no longer has, or a goose that cannot
-// delete sessions (goosed 1.38-1.41), is not an error.
+// delete sessions (goosed 1.38-1.41), is not an error; once goose has said
+// it cannot, it is not asked again.
 func (g *gooseAgent) deleteGooseSession(ctx context.Context, key SessionKey, id, why string) error {
+	if g.cannotDelete.Load() {
+		return nil
+	}
 	err := g.cfg.Backend.DeleteSession(ctx, id)
 	switch {
 	case err == nil, errors.Is(err, goose.ErrSessionNotFound):
 		g.cfg.Logger.InfoContext(ctx, "deleted goose session", "adk_session", key.SessionID, "goose_session", id, "why", why)
 		return nil
 	case errors.Is(err, goose.ErrUnsupported):
-		g.cfg.Logger.InfoContext(ctx, "goose cannot delete sessions; its conversation stays in goose",
-			"adk_session", key.SessionID, "goose_session", id)
+		if !g.cannotDelete.Swap(true) {
+			g.cfg.Logger.InfoContext(ctx, "goose cannot delete sessions; the conversations of deleted or unused sessions stay in goose",
+				"adk_session", key.SessionID, "goose_session", id)
+		}
 		return nil
 	default:
 		return fmt.Errorf("failed to delete goose session %q: %w", id, err)
