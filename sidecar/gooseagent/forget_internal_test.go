@@ -88,19 +88,27 @@ func rememberEntry(g *gooseAgent, id string, unusedEarly bool, lastUsed time.Tim
 	}
 }
 
+// rememberingUnusedEarly is a controller on d that remembers sessions ids,
+// each with an unused early goose session.
+func rememberingUnusedEarly(t *testing.T, d *deletions, ids ...string) *Controller {
+	t.Helper()
+	_, control, err := NewWithController(Config{Name: "goose", Backend: d, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		rememberEntry(control.g, id, true, time.Time{})
+	}
+	return control
+}
+
 // TestCloseWithGooseGone: when goose cannot be reached, Close tries one
 // deletion and says how many early sessions stay, rather than an error
 // (and a wait) for each.
 func TestCloseWithGooseGone(t *testing.T) {
 	d := &deletions{fail: fmt.Errorf("failed to connect to goose: %w", goose.ErrUnavailable)}
-	_, control, err := NewWithController(Config{Name: "goose", Backend: d, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"a", "b", "c"} {
-		rememberEntry(control.g, id, true, time.Time{})
-	}
-	err = control.Close(t.Context())
+	control := rememberingUnusedEarly(t, d, "a", "b", "c")
+	err := control.Close(t.Context())
 	if err == nil || !errors.Is(err, goose.ErrUnavailable) || !strings.Contains(err.Error(), "2 more goose sessions started early stay in goose") {
 		t.Fatalf("Close: %v, want goose unavailable and 2 more left", err)
 	}
@@ -175,13 +183,7 @@ func TestCloseLetsAnEarlyStartFinish(t *testing.T) {
 // deletion), and none of it is an error.
 func TestGooseThatCannotDeleteIsAskedOnce(t *testing.T) {
 	d := &deletions{fail: fmt.Errorf("failed to delete session: %w", goose.ErrUnsupported)}
-	_, control, err := NewWithController(Config{Name: "goose", Backend: d, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"a", "b", "c"} {
-		rememberEntry(control.g, id, true, time.Time{})
-	}
+	control := rememberingUnusedEarly(t, d, "a", "b", "c")
 	rememberEntry(control.g, "d", false, time.Time{}) // used by a turn
 	if err := control.Close(t.Context()); err != nil {
 		t.Fatalf("Close: %v", err)
