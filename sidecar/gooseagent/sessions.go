@@ -118,10 +118,14 @@ func (g *gooseAgent) deleteUnusedEarly(ctx context.Context) error {
 		}
 	}
 	g.mu.Unlock()
+	defer func() {
+		for _, u := range us {
+			g.unuse(u.e)
+		}
+	}()
 	var errs []error
 	for i, u := range us {
 		err := g.deleteIfUnusedEarly(ctx, u.key, u.e)
-		g.unuse(u.e)
 		if err == nil {
 			continue
 		}
@@ -129,9 +133,6 @@ func (g *gooseAgent) deleteUnusedEarly(ctx context.Context) error {
 		if errors.Is(err, goose.ErrUnavailable) {
 			// goose is gone (a goose serve stopped before this sidecar):
 			// one error, not one per session.
-			for _, left := range us[i+1:] {
-				g.unuse(left.e)
-			}
 			if n := len(us) - i - 1; n > 0 {
 				errs = append(errs, fmt.Errorf("%d more goose sessions started early stay in goose", n))
 			}
@@ -150,6 +151,7 @@ func (g *gooseAgent) deleteIfUnusedEarly(ctx context.Context, key SessionKey, e 
 	defer e.release()
 	g.mu.Lock()
 	unused := e.unusedEarly
+	e.unusedEarly = false // deleted now, or kept: nothing forgets it after Close
 	g.mu.Unlock()
 	if !unused {
 		return nil
@@ -158,9 +160,6 @@ func (g *gooseAgent) deleteIfUnusedEarly(ctx context.Context, key SessionKey, e 
 		return err
 	}
 	e.gooseID, e.ready, e.totals = "", false, nil
-	g.mu.Lock()
-	e.unusedEarly = false
-	g.mu.Unlock()
 	return nil
 }
 
