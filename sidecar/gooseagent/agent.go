@@ -308,18 +308,6 @@ type gooseAgent struct {
 	cancelStarts context.CancelFunc
 }
 
-// waitGroup waits for wg until ctx ends; false if it did first.
-func waitGroup(ctx context.Context, wg *sync.WaitGroup) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // sessionEntry is the process-local state of one ADK session.
 type sessionEntry struct {
 	// refs (under gooseAgent.mu) counts the turns and controller calls

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/adk/tool/toolconfirmation"
 	"google.golang.org/genai"
 
+	"github.com/adk2goose/goose-operator/internal/waitgroup"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 )
@@ -522,15 +523,15 @@ func (c *Controller) Close(ctx context.Context) error {
 		}
 		h.e.release()
 	}
-	if !waitGroup(ctx, &g.wg) {
-		errs = append(errs, fmt.Errorf("failed to wait for confirmation timeouts: %w", ctx.Err()))
+	if err := waitgroup.Wait(ctx, &g.wg); err != nil {
+		errs = append(errs, fmt.Errorf("failed to wait for confirmation timeouts: %w", err))
 	}
 	grace, cancel := context.WithTimeout(ctx, earlyStartGrace)
-	waitGroup(grace, &g.starts)
+	_ = waitgroup.Wait(grace, &g.starts) // past the grace, they are cancelled
 	cancel()
 	g.cancelStarts()
-	if !waitGroup(ctx, &g.starts) {
-		errs = append(errs, fmt.Errorf("failed to wait for early goose session starts: %w", ctx.Err()))
+	if err := waitgroup.Wait(ctx, &g.starts); err != nil {
+		errs = append(errs, fmt.Errorf("failed to wait for early goose session starts: %w", err))
 	}
 	errs = append(errs, g.deleteUnusedEarly(ctx))
 	return errors.Join(errs...)

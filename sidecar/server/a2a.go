@@ -21,6 +21,7 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
+	"github.com/adk2goose/goose-operator/internal/waitgroup"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
@@ -287,14 +288,10 @@ func (d *drainingExecutor) wait(ctx context.Context) error {
 	if d == nil {
 		return nil
 	}
-	done := make(chan struct{})
-	go func() { d.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("failed to wait for A2A executions: %w", ctx.Err())
+	if err := waitgroup.Wait(ctx, &d.wg); err != nil {
+		return fmt.Errorf("failed to wait for A2A executions: %w", err)
 	}
+	return nil
 }
 
 type usageKey struct{}

@@ -70,6 +70,7 @@ import (
 	"time"
 
 	"github.com/adk2goose/goose-operator/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/internal/waitgroup"
 
 	"google.golang.org/adk/agent"
 	"google.golang.org/adk/server/adkrest"
@@ -459,7 +460,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 		_ = srv.Close()
 	}
 	_ = s.a2aExec.wait(gctx)
-	waitGroup(gctx, &s.inflight)
+	_ = waitgroup.Wait(gctx, &s.inflight)
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		s.log.Error("server stopped with an error", "error", err)
 	}
@@ -509,15 +510,6 @@ const lastFrameGrace = 5 * time.Second
 func (s *Server) closeAgent(ctx context.Context) {
 	if err := s.control.Close(ctx); err != nil {
 		s.log.Warn("failed to close the goose agent's pending work", "error", err)
-	}
-}
-
-func waitGroup(ctx context.Context, wg *sync.WaitGroup) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
 	}
 }
 
