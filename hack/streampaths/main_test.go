@@ -87,9 +87,13 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 		}
 	}
 	// The sidecar keeps the newest turns' traces only: the others are
-	// counted, not failed.
+	// counted, not failed. One turn at a time, so that exactly the last two
+	// are whole: adk-go's store evicts by trace and re-adds a trace whose
+	// span ends after its eviction, so turns running together can leave
+	// fewer whole traces than it keeps.
 	out.Reset()
 	t.Setenv("ADK2GOOSE_DEBUG_TRACES", "2")
+	staged.concurrency = 1
 	if err := run(t.Context(), staged, &out); err != nil {
 		t.Fatalf("-breakdown, 2 traces kept: %v\n%s", err, out.String())
 	}
