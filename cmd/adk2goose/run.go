@@ -69,10 +69,59 @@ func fromEnv[T any](getenv func(string) string, env string, def T, parse func(st
 // parse reads flags, falling back to the environment, then to defaults.
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
 	o := &options{gooseSecretEnv: getenv("GOOSE_SERVER__SECRET_KEY")}
-	fs := flag.NewFlagSet("adk2goose", flag.ContinueOnError)
+	fs, check := newFlagSet(o, getenv)
 	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := check(); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.authTokenFile == "" && !o.insecureNoAuth {
+		return nil, errors.New("an auth token file is required (-auth-token-file), or -insecure-no-auth for development")
+	}
+	if o.turnWait <= 0 {
+		return nil, fmt.Errorf("turn wait must be positive, got %s", o.turnWait)
+	}
+	if o.bodyReadTimeout <= 0 {
+		return nil, fmt.Errorf("body read timeout must be positive, got %s", o.bodyReadTimeout)
+	}
+	if o.budgetSyncInterval <= 0 {
+		return nil, fmt.Errorf("budget sync interval must be positive, got %s", o.budgetSyncInterval)
+	}
+	if o.confirmationTimeout <= 0 {
+		return nil, fmt.Errorf("confirmation timeout must be positive, got %s", o.confirmationTimeout)
+	}
+	if o.debugTraces <= 0 {
+		return nil, fmt.Errorf("debug traces must be positive, got %d", o.debugTraces)
+	}
+	if o.gooseUnusedIdleTimeout <= 0 {
+		return nil, fmt.Errorf("goose unused idle timeout must be positive, got %s", o.gooseUnusedIdleTimeout)
+	}
+	if _, err := workspace.ParseScope(o.workspaceScope); err != nil {
+		return nil, err
+	}
+	if o.workspaceRetention < 0 {
+		return nil, fmt.Errorf("workspace retention must not be negative, got %s", o.workspaceRetention)
+	}
+	if o.gooseFlavor != string(goose.FlavorServe) && o.gooseFlavor != string(goose.FlavorGoosed) {
+		return nil, fmt.Errorf("unknown goose flavor %q: want serve or goosed", o.gooseFlavor)
+	}
+	return o, nil
+}
+
+// newFlagSet registers every flag of adk2goose on a new flag set, each
+// defaulting to its environment variable, and returns it with check, which
+// after Parse reports the values that did not parse (environment variables
+// and sizes). The README's tables of flags are kept to this set
+// (TestREADMENamesEveryFlag).
+func newFlagSet(o *options, getenv func(string) string) (fs *flag.FlagSet, check func() error) {
+	fs = flag.NewFlagSet("adk2goose", flag.ContinueOnError)
 	var errs []error
-	var parsed []func() error // sizes: flag or env, checked after Parse
+	var sizes []func() error // flag or env, parsed after Parse
 	str := func(p *string, name, env, def, usage string) {
 		if v := getenv(env); v != "" {
 			def = v
@@ -89,18 +138,15 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		fs.IntVar(p, name, fromEnv(getenv, env, def, strconv.Atoi, &errs), usage+" (env "+env+")")
 	}
 	size := func(p *int64, name, env string, def int64, usage string) {
-		s := humanize.IBytes(uint64(def))
-		if v := getenv(env); v != "" {
-			s = v
+		v := &sizeValue{text: sizeText(def)}
+		if e := getenv(env); e != "" {
+			v.text = e
 		}
-		fs.Func(name, fmt.Sprintf("%s (default %s; env %s)", usage, humanize.IBytes(uint64(def)), env), func(v string) error {
-			s = v
-			return nil
-		})
-		parsed = append(parsed, func() error {
-			n, err := humanize.ParseBytes(s)
+		fs.Var(v, name, usage+" (a `size` such as 512KiB; env "+env+")")
+		sizes = append(sizes, func() error {
+			n, err := humanize.ParseBytes(v.text)
 			if err != nil || n == 0 || n > 1<<40 {
-				return fmt.Errorf("failed to parse %s %q: want a size such as 5MiB", name, s)
+				return fmt.Errorf("failed to parse %s %q: want a size such as 5MiB", name, v.text)
 			}
 			*p = int64(n)
 			return nil
@@ -142,51 +188,38 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.budgetSyncInterval, "budget-sync-interval", "ADK2GOOSE_BUDGET_SYNC_INTERVAL", 5*time.Second, "how often the budget file is re-read and the peers' token usage fetched; bounds how stale one pod's view of the others is")
 	str(&o.logLevel, "log-level", "ADK2GOOSE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "ADK2GOOSE_LOG_FORMAT", "json", "json or text")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+	return fs, func() error {
+		for _, size := range sizes {
+			if err := size(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
 	}
-	for _, p := range parsed {
-		if err := p(); err != nil {
-			errs = append(errs, err)
+}
+
+// sizeText writes n bytes as the largest binary unit that divides it
+// (5MiB), as a size flag takes it.
+func sizeText(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-	if o.authTokenFile == "" && !o.insecureNoAuth {
-		return nil, errors.New("an auth token file is required (-auth-token-file), or -insecure-no-auth for development")
-	}
-	if o.turnWait <= 0 {
-		return nil, fmt.Errorf("turn wait must be positive, got %s", o.turnWait)
-	}
-	if o.bodyReadTimeout <= 0 {
-		return nil, fmt.Errorf("body read timeout must be positive, got %s", o.bodyReadTimeout)
-	}
-	if o.budgetSyncInterval <= 0 {
-		return nil, fmt.Errorf("budget sync interval must be positive, got %s", o.budgetSyncInterval)
-	}
-	if o.confirmationTimeout <= 0 {
-		return nil, fmt.Errorf("confirmation timeout must be positive, got %s", o.confirmationTimeout)
-	}
-	if o.debugTraces <= 0 {
-		return nil, fmt.Errorf("debug traces must be positive, got %d", o.debugTraces)
-	}
-	if o.gooseUnusedIdleTimeout <= 0 {
-		return nil, fmt.Errorf("goose unused idle timeout must be positive, got %s", o.gooseUnusedIdleTimeout)
-	}
-	if _, err := workspace.ParseScope(o.workspaceScope); err != nil {
-		return nil, err
-	}
-	if o.workspaceRetention < 0 {
-		return nil, fmt.Errorf("workspace retention must not be negative, got %s", o.workspaceRetention)
-	}
-	if o.gooseFlavor != string(goose.FlavorServe) && o.gooseFlavor != string(goose.FlavorGoosed) {
-		return nil, fmt.Errorf("unknown goose flavor %q: want serve or goosed", o.gooseFlavor)
-	}
-	return o, nil
+	return strconv.FormatInt(n, 10) + "B"
+}
+
+// sizeValue is a size flag's text, parsed after Parse (newFlagSet).
+type sizeValue struct{ text string }
+
+func (v *sizeValue) String() string { return v.text }
+
+func (v *sizeValue) Set(s string) error {
+	v.text = s
+	return nil
 }
 
 func newLogger(o *options, w io.Writer) (*slog.Logger, error) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/dustin/go-humanize"
 	"go.uber.org/goleak"
 
 	"github.com/adk2goose/goose-operator/internal/prestop"
@@ -299,6 +300,18 @@ func TestParse(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"-insecure-no-auth", "-auth-token-file", "/nonexistent"}, envMap(nil)); err == nil {
 		t.Error("missing token file accepted")
+	}
+}
+
+// A size flag's default is written in the largest unit that divides it,
+// and reads back as the same size.
+func TestSizeText(t *testing.T) {
+	for n, want := range map[int64]string{5 << 20: "5MiB", 1 << 30: "1GiB", 1536 << 10: "1536KiB", 1536: "1536B", 3 << 30 / 2: "1536MiB"} {
+		got := sizeText(n)
+		back, err := humanize.ParseBytes(got)
+		if got != want || err != nil || int64(back) != n {
+			t.Errorf("sizeText(%d) = %q (reads back as %d, %v), want %q", n, got, back, err, want)
+		}
 	}
 }
 
