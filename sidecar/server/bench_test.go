@@ -418,7 +418,7 @@ func newBenchGoose(b *testing.B, flavor string, script goosetest.Script, conns i
 
 var benchGooseIdle = flag.Duration("stream-goose-idle-timeout", 0,
 	"BenchmarkStreamPaths, goose serve: close a session's goose connection after it ran no reply for this long (0: the client's default, 10 minutes). "+
-		"Every reply has its own session, so runs of more than about 1,500 replies need a short one or run out of file descriptors")
+		"Every reply has its own session, so runs of more than about 800 replies (besides the 1,000 streams held) need a short one or run out of file descriptors")
 
 var benchEarly = flag.Bool("stream-early-start", true, "BenchmarkStreamPaths: start goose sessions when ADK sessions are created (adk2goose's default)")
 
