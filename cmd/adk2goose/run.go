@@ -83,23 +83,22 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	if o.authTokenFile == "" && !o.insecureNoAuth {
 		return nil, errors.New("an auth token file is required (-auth-token-file), or -insecure-no-auth for development")
 	}
-	if o.turnWait <= 0 {
-		return nil, fmt.Errorf("turn wait must be positive, got %s", o.turnWait)
-	}
-	if o.bodyReadTimeout <= 0 {
-		return nil, fmt.Errorf("body read timeout must be positive, got %s", o.bodyReadTimeout)
-	}
-	if o.budgetSyncInterval <= 0 {
-		return nil, fmt.Errorf("budget sync interval must be positive, got %s", o.budgetSyncInterval)
-	}
-	if o.confirmationTimeout <= 0 {
-		return nil, fmt.Errorf("confirmation timeout must be positive, got %s", o.confirmationTimeout)
+	for _, c := range []struct {
+		what  string
+		value time.Duration
+	}{
+		{"turn wait", o.turnWait},
+		{"body read timeout", o.bodyReadTimeout},
+		{"budget sync interval", o.budgetSyncInterval},
+		{"confirmation timeout", o.confirmationTimeout},
+		{"goose unused idle timeout", o.gooseUnusedIdleTimeout},
+	} {
+		if c.value <= 0 {
+			return nil, fmt.Errorf("%s must be positive, got %s", c.what, c.value)
+		}
 	}
 	if o.debugTraces <= 0 {
 		return nil, fmt.Errorf("debug traces must be positive, got %d", o.debugTraces)
-	}
-	if o.gooseUnusedIdleTimeout <= 0 {
-		return nil, fmt.Errorf("goose unused idle timeout must be positive, got %s", o.gooseUnusedIdleTimeout)
 	}
 	if _, err := workspace.ParseScope(o.workspaceScope); err != nil {
 		return nil, err

@@ -281,6 +281,7 @@ func TestParse(t *testing.T) {
 		"zero size":          {[]string{"-insecure-no-auth", "-max-other-body", "0"}, nil},
 		"bad size env":       {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_MAX_OTHER_BODY": "-1"}},
 		"no read timeout":    {[]string{"-insecure-no-auth", "-body-read-timeout", "0s"}, nil},
+		"no turn wait":       {[]string{"-insecure-no-auth", "-turn-wait", "0s"}, nil},
 		"no auth":            {nil, nil},
 		"bad flavor":         {[]string{"-insecure-no-auth", "-goose-flavor", "x"}, nil},
 		"bad env dur":        {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DRAIN_TIMEOUT": "soon"}},
