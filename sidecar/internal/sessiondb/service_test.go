@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -571,6 +572,40 @@ func TestCacheStaysWithinItsBytes(t *testing.T) {
 	}
 	for i := range n {
 		cachedAsStored(t, svc, plain, &session.GetRequest{AppName: "app", UserID: "u", SessionID: fmt.Sprint("s", i), NumRecentEvents: 1})
+	}
+}
+
+// What a cache counts is what its entries take in memory: sessions with
+// one short event each (the common session: its entry is mostly overhead)
+// grow the heap by what the cache counts, within a quarter.
+func TestCacheBytesAreItsMemory(t *testing.T) {
+	_, db := openADK(t)
+	cache := sessiondb.NewCache(0)
+	svc := sessiondb.NewCached(db, cache)
+	heap := func() int64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	before := heap()
+	const n = 5000
+	for i := range n {
+		cr, err := svc.Create(t.Context(), &session.CreateRequest{AppName: "goose", UserID: "user-123", SessionID: fmt.Sprintf("b3e0c6f2-1a2b-4c5d-8e9f-%012d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.AppendEvent(t.Context(), cr.Session, textEvent(fmt.Sprint("e", i), "goose", "Hello from goose! You asked something.", at(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grown, counted := heap()-before, int64(cache.Bytes())
+	if cache.Len() != n {
+		t.Fatalf("the cache holds %d of %d sessions", cache.Len(), n)
+	}
+	if r := float64(grown) / float64(counted); r < 0.8 || r > 1.25 {
+		t.Errorf("%d sessions grew the heap by %d bytes, the cache counts %d: x%.2f, want within [0.8, 1.25]", n, grown, counted, r)
 	}
 }
 
