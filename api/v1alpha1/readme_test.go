@@ -1,10 +1,14 @@
 package v1alpha1_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,15 +26,7 @@ var (
 // GooseAgent's fields to the spec: every field of GooseAgentSpec has a row,
 // and every row names a field.
 func TestREADMEDescribesEverySpecField(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "\n## A GooseAgent\n")
-	if !ok {
-		t.Fatal(`the README has no "## A GooseAgent" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := readmeSection(t, "A GooseAgent")
 	named := map[string]bool{}
 	for _, cell := range specFieldCell.FindAllStringSubmatch(section, -1) {
 		for _, name := range specFieldName.FindAllStringSubmatch(cell[1], -1) {
@@ -56,4 +52,104 @@ func TestREADMEDescribesEverySpecField(t *testing.T) {
 	if fields < 10 {
 		t.Errorf("only %d spec fields found", fields)
 	}
+}
+
+// readmeSection is the README's "## title" section.
+func readmeSection(t *testing.T, title string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## "+title+"\n")
+	if !ok {
+		t.Fatalf("the README has no %q section", "## "+title)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	return section
+}
+
+// conditionRow is a row of the README's table of conditions,
+// | `Type` | `True`: `Reason` (...), ... |, and conditionWord a status or
+// reason it names.
+var (
+	conditionRow  = regexp.MustCompile("(?m)^\\| `([A-Za-z]+)` \\| (.*) \\|$")
+	conditionWord = regexp.MustCompile("`([A-Za-z]+)`")
+)
+
+// TestREADMENamesEveryCondition keeps the README's table of conditions to
+// the API's fixed condition types and reasons (the Condition* and Reason*
+// constants of gooseagent_types.go): each type has a row, each reason is in
+// one, and the table names no other.
+func TestREADMENamesEveryCondition(t *testing.T) {
+	consts := constantsOf(t, "gooseagent_types.go")
+	rows := map[string]string{}
+	for _, m := range conditionRow.FindAllStringSubmatch(readmeSection(t, "Status and metrics"), -1) {
+		rows[m[1]] = m[2]
+	}
+	conditions, reasons := map[string]bool{}, map[string]bool{}
+	for name, value := range consts {
+		switch {
+		case strings.HasPrefix(name, "Condition"):
+			conditions[value] = true
+			if _, ok := rows[value]; !ok {
+				t.Errorf("the README's conditions table has no row for %s", value)
+			}
+		case strings.HasPrefix(name, "Reason"):
+			reasons[value] = true
+		}
+	}
+	if len(conditions) < 3 || len(reasons) < 10 {
+		t.Fatalf("only %d conditions and %d reasons found", len(conditions), len(reasons))
+	}
+	named := map[string]bool{}
+	for cond, cell := range rows {
+		if !conditions[cond] {
+			t.Errorf("the README's conditions table has a row for %s, which is no condition type", cond)
+		}
+		for _, m := range conditionWord.FindAllStringSubmatch(cell, -1) {
+			switch w := m[1]; {
+			case w == "True" || w == "False" || w == "Unknown":
+			case reasons[w]:
+				named[w] = true
+			default:
+				t.Errorf("the README names %s for %s, which is no reason", w, cond)
+			}
+		}
+	}
+	for r := range reasons {
+		if !named[r] {
+			t.Errorf("the README's conditions table does not name the reason %s", r)
+		}
+	}
+}
+
+// constantsOf returns the string constants declared in file, by name.
+func constantsOf(t *testing.T, file string) map[string]string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if v, err := strconv.Unquote(lit.Value); err == nil {
+						out[name.Name] = v
+					}
+				}
+			}
+		}
+	}
+	return out
 }
