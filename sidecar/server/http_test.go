@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/metricsdoc"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/server"
 )
@@ -137,6 +138,13 @@ func TestMetrics(t *testing.T) {
 	if strings.Contains(text, `session="`) || strings.Contains(text, "/apps/goose/users") {
 		t.Error("per-session label leaked into metrics")
 	}
+}
+
+// The README's metrics table names every series the sidecar serves, with
+// its labels (its own and the budget's; not the Go runtime's).
+func TestREADMENamesEveryMetric(t *testing.T) {
+	sc := startSidecar(t, flavours[0].start(t, goosetest.Echo), t.TempDir())
+	metricsdoc.Check(t, "../../README.md", "adk2goose_", server.MetricsOf(sc.srv))
 }
 
 // TestDrainEndsOpenStreams: on shutdown a stream that outlives the drain

@@ -1,0 +1,100 @@
+// Package metricsdoc keeps the README's table of Prometheus metrics true:
+// the tests of the packages that define series compare the table with
+// what their registry describes (Check).
+package metricsdoc
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	// row is a row of the README's metrics table:
+	// | `name` | `label`, `label` (or none) | what |
+	row = regexp.MustCompile("(?m)^\\| `([a-z0-9_:]+)` \\| ([^|]*) \\|")
+	// label is a label the labels cell names.
+	label = regexp.MustCompile("`([a-z0-9_]+)`")
+	// desc reads a series' name and variable labels from Desc.String.
+	desc = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
+)
+
+// Rows returns the README's metrics table: each series it names, with the
+// labels it gives it.
+func Rows(readme string) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range row.FindAllStringSubmatch(readme, -1) {
+		var labels []string
+		for _, l := range label.FindAllStringSubmatch(m[2], -1) {
+			labels = append(labels, l[1])
+		}
+		slices.Sort(labels)
+		out[m[1]] = labels
+	}
+	return out
+}
+
+// Described returns the series c describes, with their variable labels.
+func Described(c prometheus.Collector) map[string][]string {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		c.Describe(ch)
+		close(ch)
+	}()
+	out := map[string][]string{}
+	for d := range ch {
+		m := desc.FindStringSubmatch(d.String())
+		if m == nil {
+			continue
+		}
+		var labels []string
+		for l := range strings.SplitSeq(m[2], ",") {
+			if l = strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")"); l != "" {
+				labels = append(labels, l)
+			}
+		}
+		slices.Sort(labels)
+		out[m[1]] = labels
+	}
+	return out
+}
+
+// Check fails t unless the README at readmePath has a row for each series
+// c describes whose name starts with prefix, naming exactly its labels,
+// and no row for a series of that prefix that c does not describe.
+func Check(t testing.TB, readmePath, prefix string, c prometheus.Collector) {
+	t.Helper()
+	b, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := Rows(string(b))
+	n := 0
+	for name, labels := range Described(c) {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		n++
+		documented, ok := rows[name]
+		if !ok {
+			t.Errorf("the README's metrics table has no row for %s (labels %v)", name, labels)
+			continue
+		}
+		if !slices.Equal(documented, labels) {
+			t.Errorf("the README gives %s the labels %v, it has %v", name, documented, labels)
+		}
+		delete(rows, name)
+	}
+	if n == 0 {
+		t.Fatalf("no series named %s* described", prefix)
+	}
+	for name := range rows {
+		if strings.HasPrefix(name, prefix) {
+			t.Errorf("the README's metrics table has a row for %s, which is not defined", name)
+		}
+	}
+}
