@@ -15,11 +15,16 @@ import (
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 )
 
-// specFieldCell is the first cell of a row of the README's GooseAgent
-// table; specFieldName a field it names (`name`, `name.sub`, `name[]`).
 var (
+	// specFieldCell is the first cell of a row of the README's GooseAgent
+	// table; specFieldName a field it names (`name`, `name.sub`, `name[]`).
 	specFieldCell = regexp.MustCompile("(?m)^\\| (`[^|]*) \\|")
 	specFieldName = regexp.MustCompile("`([A-Za-z]+)[^`]*`")
+	// conditionRow is a row of the README's table of conditions,
+	// | `Type` | `True`: `Reason` (...), ... |, and conditionWord a status
+	// or reason it names.
+	conditionRow  = regexp.MustCompile("(?m)^\\| `([A-Za-z]+)` \\| (.*) \\|$")
+	conditionWord = regexp.MustCompile("`([A-Za-z]+)`")
 )
 
 // TestREADMEDescribesEverySpecField keeps the README's table of a
@@ -68,14 +73,6 @@ func readmeSection(t *testing.T, title string) string {
 	section, _, _ = strings.Cut(section, "\n## ")
 	return section
 }
-
-// conditionRow is a row of the README's table of conditions,
-// | `Type` | `True`: `Reason` (...), ... |, and conditionWord a status or
-// reason it names.
-var (
-	conditionRow  = regexp.MustCompile("(?m)^\\| `([A-Za-z]+)` \\| (.*) \\|$")
-	conditionWord = regexp.MustCompile("`([A-Za-z]+)`")
-)
 
 // TestREADMENamesEveryCondition keeps the README's table of conditions to
 // the API's fixed condition types and reasons (the Condition* and Reason*
