@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
@@ -46,6 +47,8 @@ type turnGate struct {
 	draining chan struct{}
 	// idle is closed once draining and no turn is taken.
 	idle chan struct{}
+	// taken counts the turns handed out so far.
+	taken atomic.Uint64
 }
 
 func newTurnGate() *turnGate {
@@ -104,6 +107,7 @@ func (g *turnGate) acquire(ctx context.Context, k gooseagent.SessionKey, wait ti
 	if !taken {
 		g.queues[k] = new([]chan struct{})
 		g.mu.Unlock()
+		g.taken.Add(1)
 		return release, nil
 	}
 	turn := make(chan struct{})
@@ -114,6 +118,7 @@ func (g *turnGate) acquire(ctx context.Context, k gooseagent.SessionKey, wait ti
 	defer timer.Stop()
 	select {
 	case <-turn:
+		g.taken.Add(1)
 		return release, nil
 	case <-ctx.Done():
 		err = context.Cause(ctx)
@@ -136,6 +141,15 @@ func (g *turnGate) acquire(ctx context.Context, k gooseagent.SessionKey, wait ti
 	}
 	g.mu.Unlock()
 	return nil, err
+}
+
+// activity is how many turns have been handed out so far and how many
+// sessions have theirs taken now.
+func (g *turnGate) activity() (taken uint64, running int64) {
+	g.mu.Lock()
+	running = int64(len(g.queues))
+	g.mu.Unlock()
+	return g.taken.Load(), running
 }
 
 func (g *turnGate) release(k gooseagent.SessionKey) {
