@@ -16,6 +16,7 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/dustin/go-humanize"
 
+	"github.com/adk2goose/goose-operator/internal/memrelease"
 	"github.com/adk2goose/goose-operator/internal/prestop"
 	"github.com/adk2goose/goose-operator/internal/secretfile"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
@@ -389,6 +390,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	}
 	serveCtx, stopServing := context.WithCancelCause(ctx)
 	defer stopServing(nil)
+	stopRelease := releaseMemoryWhenIdle(ctx, log, srv)
+	defer stopRelease()
 	if o.drainDir != "" {
 		stopWatch := drainOnRequest(ctx, log, srv, o, stopServing)
 		defer stopWatch()
@@ -400,6 +403,32 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		return cause
 	}
 	return nil
+}
+
+// When the sidecar gives the heap a burst of turns left back to the system
+// (memrelease); tests shorten them.
+var (
+	releaseEvery   = memrelease.DefaultEvery
+	releaseMinHeap = uint64(memrelease.DefaultMinHeap)
+)
+
+// releaseMemoryWhenIdle returns the heap a burst of turns left to the
+// system once no turn has run for a while (memrelease). The returned func
+// stops it and waits.
+func releaseMemoryWhenIdle(ctx context.Context, log *slog.Logger, srv *server.Server) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		memrelease.Run(ctx, memrelease.Config{
+			Every: releaseEvery, MinHeap: releaseMinHeap, Activity: srv.TurnActivity,
+			OnRelease: func(before, after uint64) {
+				log.Info("idle after turns: returned the heap's free memory to the system",
+					"heap_before_mib", before>>20, "heap_after_mib", after>>20)
+			},
+		})
+	}()
+	return func() { cancel(); <-done }
 }
 
 // drainRequestInterval is how often the drain directory is looked at.
