@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -30,21 +29,9 @@ func TestReleasesMemoryAfterTurns(t *testing.T) {
 		"ADK2GOOSE_DATA_DIR": filepath.Join(dir, "data"), "GOOSE_WORKING_DIR": filepath.Join(dir, "workspace"),
 	})
 	logs := &syncbuf.Buffer{}
-	done := make(chan error, 1)
-	addrc := make(chan net.Addr, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go func() {
-		done <- runWith(ctx, []string{"-listen", "127.0.0.1:0", "-insecure-no-auth"}, env, logs,
-			func(a net.Addr) { addrc <- a })
-	}()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a.String()
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
+	base, done := startRun(ctx, t, []string{"-listen", "127.0.0.1:0", "-insecure-no-auth"}, env, logs)
 	const released = "returned the heap's free memory"
 	// Creating a session with an id takes the session's turn.
 	resp, err := http.Post(base+"/apps/goose/users/u/sessions/s1", "application/json", strings.NewReader("{}"))

@@ -47,6 +47,22 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// startRun runs the sidecar with args and env until ctx ends. It returns
+// the sidecar's base URL once it listens, and where run's result arrives.
+func startRun(ctx context.Context, t *testing.T, args []string, env func(string) string, logw io.Writer) (base string, done <-chan error) {
+	t.Helper()
+	errc := make(chan error, 1)
+	addrc := make(chan net.Addr, 1)
+	go func() { errc <- runWith(ctx, args, env, logw, func(a net.Addr) { addrc <- a }) }()
+	select {
+	case a := <-addrc:
+		return "http://" + a.String(), errc
+	case err := <-errc:
+		t.Fatalf("run: %v", err)
+		return "", nil
+	}
+}
+
 func TestRunServesAndDrains(t *testing.T) {
 	for _, flavor := range []string{"serve", "goosed"} {
 		t.Run(flavor, func(t *testing.T) {
@@ -81,22 +97,8 @@ func TestRunServesAndDrains(t *testing.T) {
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			addrc := make(chan net.Addr, 1)
 			logs := &syncbuf.Buffer{}
-			done := make(chan error, 1)
-			go func() {
-				done <- runWith(ctx, []string{"-listen", "127.0.0.1:0", "-auth-token-file", tokenFile, "-app-name", "my_goose"},
-					env, logs, func(a net.Addr) { addrc <- a })
-			}()
-			var base string
-			select {
-			case a := <-addrc:
-				base = "http://" + a.String()
-			case err := <-done:
-				t.Fatalf("run: %v", err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("not listening")
-			}
+			base, done := startRun(ctx, t, []string{"-listen", "127.0.0.1:0", "-auth-token-file", tokenFile, "-app-name", "my_goose"}, env, logs)
 			do := func(method, path string, auth bool) (int, string) {
 				req, _ := http.NewRequest(method, base+path, nil)
 				if auth {
@@ -181,17 +183,7 @@ func TestDrainNotFollowedByAStop(t *testing.T) {
 		"ADK2GOOSE_DATA_DIR": filepath.Join(dir, "data"), "GOOSE_WORKING_DIR": filepath.Join(dir, "workspace"),
 		"ADK2GOOSE_DRAIN_DIR": drainDir, "ADK2GOOSE_DRAIN_STOP_WAIT": "5s",
 	})
-	done := make(chan error, 1)
-	listening := make(chan struct{})
-	go func() {
-		done <- runWith(t.Context(), []string{"-listen", "127.0.0.1:0", "-insecure-no-auth"}, env, io.Discard,
-			func(net.Addr) { close(listening) })
-	}()
-	select {
-	case <-listening:
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
+	_, done := startRun(t.Context(), t, []string{"-listen", "127.0.0.1:0", "-insecure-no-auth"}, env, io.Discard)
 	if out, err := exec.CommandContext(t.Context(), "/bin/sh", "-c", prestop.Script(drainDir, time.Minute)).CombinedOutput(); err != nil {
 		t.Fatalf("preStop hook: %v %s", err, out)
 	}

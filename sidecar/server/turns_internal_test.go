@@ -16,14 +16,7 @@ func TestTurnGateDrain(t *testing.T) {
 	g := newTurnGate()
 	a := gooseagent.SessionKey{AppName: "app", UserID: "u", SessionID: "a"}
 	b := gooseagent.SessionKey{AppName: "app", UserID: "u", SessionID: "b"}
-	relA, err := g.acquire(t.Context(), a, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relB, err := g.acquire(t.Context(), b, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	relA, relB := mustAcquire(t, g, a), mustAcquire(t, g, b)
 	waited := make(chan error, 1)
 	go func() {
 		_, err := g.acquire(t.Context(), a, time.Hour)
@@ -74,14 +67,7 @@ func TestTurnGateActivity(t *testing.T) {
 		}
 	}
 	want(0, 0)
-	relA, err := g.acquire(t.Context(), a, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relB, err := g.acquire(t.Context(), b, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	relA, relB := mustAcquire(t, g, a), mustAcquire(t, g, b)
 	want(2, 2)
 	handed := make(chan func(), 1)
 	go func() {
@@ -100,6 +86,16 @@ func TestTurnGateActivity(t *testing.T) {
 	relA2()
 	relB()
 	want(3, 0)
+}
+
+// mustAcquire takes k's turn, which must be free.
+func mustAcquire(t *testing.T, g *turnGate, k gooseagent.SessionKey) (release func()) {
+	t.Helper()
+	release, err := g.acquire(t.Context(), k, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return release
 }
 
 func waitQueued(t *testing.T, g *turnGate, k gooseagent.SessionKey) {
