@@ -17,9 +17,9 @@ import (
 // and gives the heap back once a turn has run and a whole period passed
 // without one (periods shortened here; internal/memrelease tests when).
 func TestReleasesMemoryAfterTurns(t *testing.T) {
-	every, minHeap := releaseEvery, releaseMinHeap
-	releaseEvery, releaseMinHeap = 5*time.Millisecond, 1
-	t.Cleanup(func() { releaseEvery, releaseMinHeap = every, minHeap })
+	every, minGrowth := releaseEvery, releaseMinGrowth
+	releaseEvery, releaseMinGrowth = 5*time.Millisecond, 1
+	t.Cleanup(func() { releaseEvery, releaseMinGrowth = every, minGrowth })
 
 	dir := t.TempDir()
 	f := goosetest.NewGoosed(goosetest.GoosedOptions{})

@@ -408,8 +408,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 // When the sidecar gives the heap a burst of turns left back to the system
 // (memrelease); tests shorten them.
 var (
-	releaseEvery   = memrelease.DefaultEvery
-	releaseMinHeap = uint64(memrelease.DefaultMinHeap)
+	releaseEvery     = memrelease.DefaultEvery
+	releaseMinGrowth = uint64(memrelease.DefaultMinGrowth)
 )
 
 // releaseMemoryWhenIdle returns the heap a burst of turns left to the
@@ -421,7 +421,7 @@ func releaseMemoryWhenIdle(ctx context.Context, log *slog.Logger, srv *server.Se
 	go func() {
 		defer close(done)
 		memrelease.Run(ctx, memrelease.Config{
-			Every: releaseEvery, MinHeap: releaseMinHeap, Activity: srv.TurnActivity,
+			Every: releaseEvery, MinGrowth: releaseMinGrowth, Activity: srv.TurnActivity,
 			OnRelease: func(before, after uint64) {
 				log.Info("idle after turns: returned the heap's free memory to the system",
 					"heap_before_mib", before>>20, "heap_after_mib", after>>20)

@@ -19,11 +19,11 @@ import (
 	"time"
 )
 
-// Defaults: how often the sidecar looks, and the heap below which a
-// release is not worth a collection.
+// Defaults: how often the sidecar looks, and the growth of the heap below
+// which a release is not worth a collection.
 const (
-	DefaultEvery   = 15 * time.Second
-	DefaultMinHeap = 64 << 20
+	DefaultEvery     = 15 * time.Second
+	DefaultMinGrowth = 64 << 20
 )
 
 // Activity is how many requests have started so far and how many are
@@ -36,12 +36,11 @@ type Config struct {
 	// when no request ran at any time during a whole period: none running
 	// now and none started since the last look.
 	Every time.Duration
-	// MinHeap: release only when the heap holds at least this much
-	// (objects, dead or alive, and free spans not yet returned), and more
-	// than twice what the last release left (the live heap then), so an
-	// idle sidecar whose heap is simply large is not collected again and
-	// again.
-	MinHeap uint64
+	// MinGrowth: release only when the heap (objects, dead or alive, and
+	// free spans not yet returned) holds at least this much more than the
+	// last release left (the live heap then; nothing before the first), so
+	// a collection is made only when it can give back that much.
+	MinGrowth uint64
 	// Activity reports the requests (the server's).
 	Activity Activity
 	// OnRelease, when set, is told the heap before and after each release.
@@ -53,8 +52,8 @@ type Config struct {
 }
 
 // Run looks every cfg.Every until ctx ends, and releases the heap's free
-// memory at the first idle look after activity, when the heap is large
-// enough (Config.MinHeap).
+// memory at the first idle look after activity, when the heap has grown
+// enough (Config.MinGrowth).
 func Run(ctx context.Context, cfg Config) {
 	if cfg.heap == nil {
 		cfg.heap = heapBytes
@@ -99,7 +98,7 @@ func (r *releaser) look() {
 		return
 	}
 	before := r.cfg.heap()
-	if before < r.cfg.MinHeap || before <= 2*r.left {
+	if before < r.left+r.cfg.MinGrowth {
 		return
 	}
 	r.cfg.release()

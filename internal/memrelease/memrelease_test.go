@@ -12,8 +12,8 @@ import (
 const mib = 1 << 20
 
 // TestLook walks the releaser through a sidecar's life: it releases at the
-// first idle look after turns, once, and only when the heap is large and
-// has more than doubled since the last release.
+// first idle look after turns, once, and only when the heap has grown by
+// MinGrowth since the last release.
 func TestLook(t *testing.T) {
 	var (
 		started  uint64
@@ -23,10 +23,10 @@ func TestLook(t *testing.T) {
 		released int
 	)
 	r := releaser{cfg: Config{
-		MinHeap:  64 * mib,
-		Activity: func() (uint64, int64) { return started, running },
-		heap:     func() uint64 { return heap },
-		release:  func() { released++; heap = afterRel },
+		MinGrowth: 64 * mib,
+		Activity:  func() (uint64, int64) { return started, running },
+		heap:      func() uint64 { return heap },
+		release:   func() { released++; heap = afterRel },
 	}}
 	steps := []struct {
 		name              string
@@ -38,17 +38,15 @@ func TestLook(t *testing.T) {
 		{"at rest from the start: nothing ran", 0, 0, 200 * mib, 0, 0},
 		{"a turn runs", 1, 1, 300 * mib, 0, 0},
 		{"it ended, but within this period", 1, 0, 300 * mib, 0, 0},
-		{"a whole period without turns", 1, 0, 300 * mib, 20 * mib, 1},
-		{"still idle: released already", 1, 0, 300 * mib, 20 * mib, 1},
-		{"turns again", 4, 0, 50 * mib, 0, 1},
-		{"idle, the heap more than doubled but under MinHeap", 4, 0, 50 * mib, 0, 1},
-		{"turns again", 6, 0, 100 * mib, 50 * mib, 1},
-		{"idle", 6, 0, 100 * mib, 50 * mib, 2},
-		{"a turn runs", 8, 1, 90 * mib, 0, 2},
-		{"it ended within this period", 8, 0, 90 * mib, 0, 2},
-		{"idle, the heap over MinHeap but not twice what the last release left", 8, 0, 90 * mib, 0, 2},
-		{"turns again", 9, 0, 200 * mib, 40 * mib, 2},
-		{"idle, the heap more than doubled", 9, 0, 200 * mib, 40 * mib, 3},
+		{"a whole period without turns", 1, 0, 300 * mib, 40 * mib, 1},
+		{"still idle: released already", 1, 0, 300 * mib, 40 * mib, 1},
+		{"turns again", 4, 0, 90 * mib, 0, 1},
+		{"idle, the heap over MinGrowth but not that much over what the last release left", 4, 0, 90 * mib, 0, 1},
+		{"turns again", 6, 0, 110 * mib, 50 * mib, 1},
+		{"idle, the heap grown by MinGrowth and more", 6, 0, 110 * mib, 50 * mib, 2},
+		{"a turn runs", 8, 1, 200 * mib, 0, 2},
+		{"it ended within this period", 8, 0, 200 * mib, 0, 2},
+		{"idle", 8, 0, 200 * mib, 60 * mib, 3},
 	}
 	for _, s := range steps {
 		started, running, heap, afterRel = s.started, s.running, s.heap, s.afterRel
@@ -75,8 +73,8 @@ func TestRunReturnsTheHeap(t *testing.T) {
 	go func() {
 		defer close(done)
 		Run(ctx, Config{
-			Every:   time.Millisecond,
-			MinHeap: 64 * mib,
+			Every:     time.Millisecond,
+			MinGrowth: 64 * mib,
 			Activity: func() (uint64, int64) {
 				looks++
 				if looks == 1 {
