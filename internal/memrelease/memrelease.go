@@ -80,8 +80,9 @@ type releaser struct {
 	// lastStarted and lastRunning are the counts at the previous look.
 	lastStarted uint64
 	lastRunning int64
-	// busy: a request ran since the last release (or the start).
-	busy bool
+	// releasedAt is the started count at the last release (0 before the
+	// first): a request ran since then unless it is still the count.
+	releasedAt uint64
 	// left is the heap the last release left.
 	left uint64
 }
@@ -90,11 +91,7 @@ func (r *releaser) look() {
 	started, running := r.cfg.Activity()
 	quiet := running == 0 && r.lastRunning == 0 && started == r.lastStarted
 	r.lastStarted, r.lastRunning = started, running
-	if !quiet {
-		r.busy = true
-		return
-	}
-	if !r.busy {
+	if !quiet || started == r.releasedAt {
 		return
 	}
 	before := r.cfg.heap()
@@ -102,7 +99,7 @@ func (r *releaser) look() {
 		return
 	}
 	r.cfg.release()
-	r.busy = false
+	r.releasedAt = started
 	r.left = r.cfg.heap()
 	if r.cfg.OnRelease != nil {
 		r.cfg.OnRelease(before, r.left)
