@@ -416,10 +416,7 @@ var (
 // system once no turn has run for a while (memrelease). The returned func
 // stops it and waits.
 func releaseMemoryWhenIdle(ctx context.Context, log *slog.Logger, srv *server.Server) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return inBackground(ctx, func(ctx context.Context) {
 		memrelease.Run(ctx, memrelease.Config{
 			Every: releaseEvery, MinGrowth: releaseMinGrowth, Activity: srv.TurnActivity,
 			OnRelease: func(before, after uint64) {
@@ -427,8 +424,7 @@ func releaseMemoryWhenIdle(ctx context.Context, log *slog.Logger, srv *server.Se
 					"heap_before_mib", before>>20, "heap_after_mib", after>>20)
 			},
 		})
-	}()
-	return func() { cancel(); <-done }
+	})
 }
 
 // drainRequestInterval is how often the drain directory is looked at.
@@ -450,10 +446,7 @@ func drainOnRequest(ctx context.Context, log *slog.Logger, srv *server.Server, o
 		log.Warn("goose's preStop hook will not wait for running turns", "error", err)
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return inBackground(ctx, func(ctx context.Context) {
 		if prestop.AwaitRequest(ctx, o.drainDir, drainRequestInterval) != nil {
 			return // ctx ended: no drain asked for
 		}
@@ -479,6 +472,17 @@ func drainOnRequest(ctx context.Context, log *slog.Logger, srv *server.Server, o
 		}
 		log.Error("the pod did not stop after a drain", "waited", o.drainStopWait.String(), "error", errDrainNotFollowed)
 		stopServing(errDrainNotFollowed)
+	})
+}
+
+// inBackground runs fn on a goroutine with a context derived from ctx. The
+// returned func cancels that context and waits for fn to return.
+func inBackground(ctx context.Context, fn func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(ctx)
 	}()
 	return func() { cancel(); <-done }
 }
