@@ -17,7 +17,7 @@ import (
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/render"
-	"github.com/adk2goose/goose-operator/internal/testenv"
+	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
 // BenchmarkScale creates BENCH_AGENTS (default 500) GooseAgents at once

@@ -28,7 +28,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers"
 	"github.com/adk2goose/goose-operator/controllers/internal/fixtures"
 	"github.com/adk2goose/goose-operator/controllers/references"
-	"github.com/adk2goose/goose-operator/internal/testenv"
+	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
 // env is the control plane shared by the envtest tests of this package; nil

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
-	"github.com/adk2goose/goose-operator/internal/testenv"
+	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunShared(m)) }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/syncbuf"
+	"github.com/adk2goose/goose-operator/internal/testing/syncbuf"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
 

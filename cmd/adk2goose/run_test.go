@@ -22,7 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/adk2goose/goose-operator/internal/prestop"
-	"github.com/adk2goose/goose-operator/internal/syncbuf"
+	"github.com/adk2goose/goose-operator/internal/testing/syncbuf"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
-	"github.com/adk2goose/goose-operator/internal/testenv"
+	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
 func start(t *testing.T, env *testenv.Env, reads *atomic.Int64) *references.Tracker {

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/adk2goose/goose-operator/controllers/stats"
-	"github.com/adk2goose/goose-operator/internal/metricsdoc"
+	"github.com/adk2goose/goose-operator/internal/testing/metricsdoc"
 )
 
 // The README's metrics table names every series the manager exports for an

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/testenv"
+	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
 // TestDemo runs the same steps as `make demo`, with binaries built from this

@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/adk2goose/goose-operator/hack/internal/sidecarproc"
-	"github.com/adk2goose/goose-operator/internal/percentile"
+	"github.com/adk2goose/goose-operator/internal/testing/percentile"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
 

@@ -54,13 +54,13 @@ import (
 	"time"
 
 	"github.com/adk2goose/goose-operator/hack/internal/sidecarproc"
-	"github.com/adk2goose/goose-operator/internal/percentile"
 	"github.com/adk2goose/goose-operator/internal/relay"
-	"github.com/adk2goose/goose-operator/internal/ttfestages"
+	"github.com/adk2goose/goose-operator/internal/testing/percentile"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
+	"github.com/adk2goose/goose-operator/sidecar/server/servertest/ttfestages"
 )
 
 type config struct {

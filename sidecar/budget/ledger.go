@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedb"
+	"github.com/adk2goose/goose-operator/sidecar/internal/sqlitedb"
 )
 
 // LedgerFile is the ledger's file name in the sidecar's data directory.

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/adk/tool/toolconfirmation"
 	"google.golang.org/genai"
 
-	"github.com/adk2goose/goose-operator/internal/waitgroup"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
+	"github.com/adk2goose/goose-operator/sidecar/internal/waitgroup"
 )
 
 // ConfirmationFunctionName is the name of the function call that asks the

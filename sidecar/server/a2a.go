@@ -21,10 +21,10 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
-	"github.com/adk2goose/goose-operator/internal/waitgroup"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
+	"github.com/adk2goose/goose-operator/sidecar/internal/waitgroup"
 
 	"net/http"
 )

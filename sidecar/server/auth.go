@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/adk2goose/goose-operator/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/sidecar/internal/jsonhttp"
 )
 
 // Routes served without the inbound token: probes must work without

@@ -26,8 +26,8 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
-	"github.com/adk2goose/goose-operator/internal/percentile"
 	"github.com/adk2goose/goose-operator/internal/relay"
+	"github.com/adk2goose/goose-operator/internal/testing/percentile"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/metricsdoc"
+	"github.com/adk2goose/goose-operator/internal/testing/metricsdoc"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/server"
 )

@@ -69,8 +69,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/jsonhttp"
-	"github.com/adk2goose/goose-operator/internal/waitgroup"
+	"github.com/adk2goose/goose-operator/sidecar/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/sidecar/internal/waitgroup"
 
 	"google.golang.org/adk/agent"
 	"google.golang.org/adk/server/adkrest"

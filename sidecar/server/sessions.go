@@ -14,9 +14,9 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/adk/session/database"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedb"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 	"github.com/adk2goose/goose-operator/sidecar/internal/sessiondb"
+	"github.com/adk2goose/goose-operator/sidecar/internal/sqlitedb"
 )
 
 // sessionReadConns bounds the pool the session service reads from, and as

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedb"
+	"github.com/adk2goose/goose-operator/sidecar/internal/sqlitedb"
 	"google.golang.org/adk/model"
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"

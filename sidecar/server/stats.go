@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/sidecar/internal/jsonhttp"
 
 	"google.golang.org/adk/session"
 

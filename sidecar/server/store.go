@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedb"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/internal/sqlitedb"
 )
 
 // File names inside the data directory.

@@ -15,7 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/adk2goose/goose-operator/internal/testenv"
+	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
 const crdName = "gooseagents.agents.adk2goose.dev"

@@ -18,7 +18,7 @@ import (
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	agentsv1alpha1ac "github.com/adk2goose/goose-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/internal/ssa"
-	"github.com/adk2goose/goose-operator/internal/testenv"
+	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunShared(m)) }

@@ -20,8 +20,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/ttfestages"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
+	"github.com/adk2goose/goose-operator/sidecar/server/servertest/ttfestages"
 )
 
 // AppName and Token are the app and inbound token the sidecar is started with.

@@ -29,9 +29,9 @@ import (
 	"gorm.io/gorm"
 	gormlogger "gorm.io/gorm/logger"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedb"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat/adkcompattest"
+	"github.com/adk2goose/goose-operator/sidecar/internal/sqlitedb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

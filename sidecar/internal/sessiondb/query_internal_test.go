@@ -11,9 +11,9 @@ import (
 	"gorm.io/gorm"
 	gormlogger "gorm.io/gorm/logger"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedb"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat/adkcompattest"
+	"github.com/adk2goose/goose-operator/sidecar/internal/sqlitedb"
 )
 
 // Every events query Get makes (the whole history, the recent events a run

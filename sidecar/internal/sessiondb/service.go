@@ -32,7 +32,7 @@ import (
 	"google.golang.org/adk/platform"
 	"google.golang.org/adk/session"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedb"
+	"github.com/adk2goose/goose-operator/sidecar/internal/sqlitedb"
 )
 
 // Service is a session.Service on a database whose tables adk-go's database

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/adk2goose/goose-operator/internal/sqlitedb"
+	"github.com/adk2goose/goose-operator/sidecar/internal/sqlitedb"
 )
 
 // TestOpenExclusiveHoldsTheFile: the one connection keeps the file locked

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/percentile"
+	"github.com/adk2goose/goose-operator/internal/testing/percentile"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/adk2goose/goose-operator/internal/waitgroup"
+	"github.com/adk2goose/goose-operator/sidecar/internal/waitgroup"
 )
 
 func TestWait(t *testing.T) {

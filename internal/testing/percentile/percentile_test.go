@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/percentile"
+	"github.com/adk2goose/goose-operator/internal/testing/percentile"
 )
 
 func TestOf(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adk2goose/goose-operator/internal/ttfestages"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/server/servertest/ttfestages"
 )
 
 var t0 = time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
