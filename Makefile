@@ -127,6 +127,11 @@ STREAM_PATHS_ARGS ?=
 stream-paths: build ## Table: goose direct vs a plain proxy vs bin/adk2goose (and adk-go's REST server alone making the same reply), each server in its own process, on the fake goose serve (more flags: STREAM_PATHS_ARGS="-reply-time 2s -runs 3", "-flavor goosed", "-breakdown" for where its first event waits).
 	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose $(STREAM_PATHS_ARGS)
 
+.PHONY: stream-targets
+stream-targets: build ## Check adk2goose's binding targets on the workload users run: replies paced like a model, Poisson arrivals at concurrency 50, then one at a time; 3 runs each, medians.
+	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose -targets -runs 3 -replies 300 -reply-time 2s -arrivals poisson -concurrency 50 -goose-idle-timeout 5s
+	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose -targets -runs 3 -replies 40 -reply-time 500ms -concurrency 1
+
 ##@ Build
 
 .PHONY: build

@@ -80,6 +80,9 @@ type config struct {
 	idleTimeout time.Duration
 	// breakdown: split adk2goose's time to first event by stage.
 	breakdown bool
+	// targets: after the runs, check the binding targets (bindingTargets)
+	// against each figure's median over the runs.
+	targets bool
 }
 
 func main() {
@@ -109,6 +112,8 @@ func main() {
 		"(0: the client's default, 10 minutes); every reply has a session of its own, so runs of thousands of replies need a few seconds here")
 	flag.BoolVar(&cfg.breakdown, "breakdown", false, "after each run, split adk2goose's time to first event in the throughput phase into the stages "+
 		"its spans mark, read from its trace view (/debug/trace, as the ADK web UI reads them)")
+	flag.BoolVar(&cfg.targets, "targets", false, "after the runs, check adk2goose's binding targets against the medians over the runs "+
+		"(needs every path); exit 1 when one is missed")
 	flag.Parse()
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "streampaths:", err)
@@ -337,6 +342,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	if len(runs) > 1 {
 		printSummary(out, runs)
+	}
+	if cfg.targets {
+		return checkTargets(out, runs)
 	}
 	return nil
 }
@@ -742,6 +750,9 @@ func ratios(results map[string]*result) []figure {
 		return float64(percentile.Of(r.ttfe, 50)-percentile.Of(d.ttfe, 50)) / float64(time.Millisecond)
 	}
 	p99 := func(r *result) float64 { return ratio(percentile.Of(r.ttfe, 99), percentile.Of(d.ttfe, 99)) }
+	addedP99MS := func(r *result) float64 {
+		return float64(percentile.Of(r.ttfe, 99)-percentile.Of(d.ttfe, 99)) / float64(time.Millisecond)
+	}
 	var figs []figure
 	add := func(path, text, verb string, v float64) {
 		figs = append(figs, figure{path: path, text: text, verb: verb, value: v})
@@ -749,6 +760,7 @@ func ratios(results map[string]*result) []figure {
 	if a != nil {
 		add("adk2goose", "TTFE p50 %s ms over direct", "%+.2f", addedMS(a))
 		add("adk2goose", "p99 x%s direct's", "%.1f", p99(a))
+		add("adk2goose", "p99 %s ms over direct's", "%+.2f", addedP99MS(a))
 		add("adk2goose", "events/s x%s the proxy's", "%.2f", a.rate()/px.rate())
 		add("adk2goose", "memory/stream x%s the proxy's", "%.1f", a.mibPerStream/px.mibPerStream)
 		add("adk2goose", "CPU/reply x%s direct's", "%.2f", cpu(a)/cpu(d))
@@ -766,6 +778,7 @@ func ratios(results map[string]*result) []figure {
 		add("adk-only", "its own CPU/reply x%s the proxy's", "%.1f", own(o)/own(px))
 		if a != nil {
 			add("adk-only", "x%s adk2goose's own", "%.2f", own(o)/own(a))
+			add("adk2goose", "its own CPU/reply x%s adk-only's", "%.2f", own(a)/own(o))
 		}
 	}
 	return figs
