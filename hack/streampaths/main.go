@@ -765,6 +765,9 @@ func ratios(results map[string]*result) []figure {
 		add("adk2goose", "memory/stream x%s the proxy's", "%.1f", a.mibPerStream/px.mibPerStream)
 		add("adk2goose", "CPU/reply x%s direct's", "%.2f", cpu(a)/cpu(d))
 		add("adk2goose", "its own CPU/reply x%s the proxy's", "%.1f", own(a)/own(px))
+		if o := results["adk-only"]; o != nil {
+			add("adk2goose", "its own CPU/reply x%s adk-only's", "%.2f", own(a)/own(o))
+		}
 	}
 	add("proxy", "TTFE p50 %s ms over direct", "%+.2f", addedMS(px))
 	add("proxy", "p99 x%s direct's", "%.1f", p99(px))
@@ -778,7 +781,6 @@ func ratios(results map[string]*result) []figure {
 		add("adk-only", "its own CPU/reply x%s the proxy's", "%.1f", own(o)/own(px))
 		if a != nil {
 			add("adk-only", "x%s adk2goose's own", "%.2f", own(o)/own(a))
-			add("adk2goose", "its own CPU/reply x%s adk-only's", "%.2f", own(a)/own(o))
 		}
 	}
 	return figs
