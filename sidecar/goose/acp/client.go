@@ -1182,11 +1182,10 @@ type replyStream struct {
 	sessionID string
 	msg       goose.UserMessage
 
-	r        *reply
-	items    []item       // taken from r, valid until the next take
-	next     int          // items[next] is the next to hand out
-	waitHook func()       // ctx's goose.WaitHook
-	prompt   *sentRequest // nil if it could not be sent
+	r      *reply
+	items  []item       // taken from r, valid until the next take
+	next   int          // items[next] is the next to hand out
+	prompt *sentRequest // nil if it could not be sent
 	// finished: the prompt's result or error was handed out (or ctx ended
 	// the reply and session/cancel went out); nothing is left to cancel.
 	finished bool
@@ -1224,14 +1223,7 @@ func (s *replyStream) Next() (goose.Event, error, bool) {
 		}
 		select {
 		case <-s.r.signal:
-		default:
-			if s.waitHook != nil {
-				s.waitHook()
-			}
-			select {
-			case <-s.r.signal:
-			case <-s.ctx.Done():
-			}
+		case <-s.ctx.Done():
 		}
 		if s.ctx.Err() != nil {
 			return s.stopped()
@@ -1262,7 +1254,7 @@ func (s *replyStream) start() error {
 	if err != nil {
 		return err
 	}
-	s.r, s.waitHook = r, goose.WaitHook(s.ctx)
+	s.r = r
 	// Sent from here and answered on the connection's reader, which queues
 	// the reply's ending after the updates before it: no goroutine per
 	// reply waits for the answer (one stack less for every open stream).

@@ -147,14 +147,6 @@ func New(cfg Config) (*Client, error) {
 		// the SSE reader takes straight into its own buffer once they are
 		// as long as it (see the sse package's readBufferSize).
 		tr.ReadBufferSize, tr.WriteBufferSize = 1<<10, 1<<10
-		dial := tr.DialContext
-		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return newWaitConn(conn), nil
-		}
 		c.hc, c.ownHC = &http.Client{Transport: tr}, true
 	}
 	return c, nil
