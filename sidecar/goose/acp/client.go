@@ -12,7 +12,6 @@ import (
 	"io"
 	"iter"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -181,19 +180,6 @@ func New(cfg Config) (*Client, error) {
 		dialer: &websocket.Dialer{
 			HandshakeTimeout: cfg.DialTimeout,
 			// No Origin header is sent, which goose's Origin policy allows (§1).
-			// The sidecar writes to goose a few frames a turn: a write buffer
-			// is lent for each write rather than held by every session's
-			// connection. Reads borrow theirs while goose's frames arrive
-			// (lendingConn), so gorilla's own can be small.
-			WriteBufferPool: writeBuffers,
-			ReadBufferSize:  lentReadBufferSize,
-			NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-				if err != nil {
-					return nil, err
-				}
-				return lendReads(c), nil
-			},
 		},
 		httpc:     cfg.HTTPClient,
 		log:       cfg.Logger,
@@ -507,16 +493,6 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	cn.rpc = newWSConn(ws, c.cfg.MaxFrameBytes, c.log, func(method string, params json.RawMessage) {
 		c.route(cn, method, params)
 	}, cn.handle)
-	cn.rpc.take = func(frame []byte) bool {
-		d, ok := readTextChunkFrame(frame)
-		if !ok {
-			d, ok = scanUpdateFrame(frame)
-		}
-		if ok {
-			c.routeDecoded(cn, d)
-		}
-		return ok
-	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
