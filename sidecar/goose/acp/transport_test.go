@@ -378,6 +378,12 @@ func TestSentRequestsAreAnsweredOnTheReader(t *testing.T) {
 		`answered result {"n":1}`,
 		"orphaned error " + errConnClosed.Error(),
 	}
+	// The reader tells the unanswered requests of the end as it stops.
+	eventually(t, "every request answered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(log) >= len(want)
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if !slices.Equal(log, want) {
