@@ -284,7 +284,9 @@ func (slowExtensions) Release(string) {}
 // replaying a long history, extensions slow to start) is not cut short by
 // it: a connection waiting for an answer is not idle.
 func TestIdleTimeoutSparesACallUnderWay(t *testing.T) {
-	const idle = 2 * time.Millisecond
+	// Long enough that the connection is not idle between its dial and the
+	// session/load sent on it, even on a loaded machine.
+	const idle = 20 * time.Millisecond
 	_, c := newIsolationPair(t, Config{IdleTimeout: idle}, goosetest.WithServeExtensions(slowExtensions{start: 25 * idle}))
 	id := startSession(t, c)
 	eventually(t, "the idle connection to close", func() bool { return c.openConns() == 0 })
