@@ -63,9 +63,6 @@ type Backend interface {
 	//     HasAccumulated and the session totals that Usage then returns.
 	//   - While an *ApprovalRequest is outstanding the stream blocks until
 	//     Approve is called.
-	//   - Before it waits for goose with no event left to yield, it calls
-	//     BeforeWait(ctx): a consumer that batches what it sends learns when
-	//     to send it.
 	//   - A consumer that reads it event by event uses OpenReply, which
 	//     needs no goroutine where the backend is a ReplyOpener.
 	Reply(ctx context.Context, sessionID string, msg UserMessage) iter.Seq2[Event, error]

@@ -1,26 +1,10 @@
 package goose
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 )
-
-func FuzzJSONStringLen(f *testing.F) {
-	for _, s := range []string{"", "plain", "quote\" back\\ nl\n tab\t ctl\x01 bs\b ff\f", "<a&b>", "\u2028\u2029", "bad \xff utf8", "日本語"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		b, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := jsonStringLen(s); got != len(b) {
-			t.Fatalf("jsonStringLen(%q) = %d, json.Marshal gives %d", s, got, len(b))
-		}
-	})
-}
 
 func TestCheckMessageSize(t *testing.T) {
 	if err := CheckMessageSize(strings.Repeat("a", 100), 102); err != nil {

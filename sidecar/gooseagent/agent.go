@@ -442,52 +442,29 @@ func (g *gooseAgent) run(ic agent.InvocationContext) iter.Seq2[*session.Event, e
 // replyStream is a goose reply read event by event (goose.OpenReply). Its
 // context is detached from the request and linked to the current turn's
 // instead, so a reply paused at a tool approval survives the end of the turn
-// that asked and is relinked to the turn that answers. The backend's
-// goose.BeforeWait calls reach the current turn's consumer too.
+// that asked and is relinked to the turn that answers.
 type replyStream struct {
 	stream goose.ReplyStream
 	cancel context.CancelFunc
 	unlink func() bool
-	// waitHook is the goose.WaitHook of the turn consuming the reply; nil
-	// while none does (held at an approval) or the turn's consumer has none.
-	waitHook atomic.Pointer[func()]
 }
 
 func openReply(ctx context.Context, b goose.Backend, gooseID string, msg goose.UserMessage) *replyStream {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &replyStream{cancel: cancel, unlink: context.AfterFunc(ctx, cancel)}
-	r.follow(ctx)
-	rctx = goose.WithWaitHook(rctx, r.beforeWait)
 	r.stream = goose.OpenReply(rctx, b, gooseID, msg)
 	return r
-}
-
-// follow makes ctx's consumer the one the reply's waits are reported to.
-func (r *replyStream) follow(ctx context.Context) {
-	if f := goose.WaitHook(ctx); f != nil {
-		r.waitHook.Store(&f)
-		return
-	}
-	r.waitHook.Store(nil)
-}
-
-func (r *replyStream) beforeWait() {
-	if f := r.waitHook.Load(); f != nil {
-		(*f)()
-	}
 }
 
 // detach stops the current turn's end from cancelling the reply.
 func (r *replyStream) detach() {
 	r.unlink()
-	r.waitHook.Store(nil)
 }
 
 // attach makes the end of ctx cancel the reply.
 func (r *replyStream) attach(ctx context.Context) {
 	r.unlink()
 	r.unlink = context.AfterFunc(ctx, r.cancel)
-	r.follow(ctx)
 }
 
 // close ends the reply: cancelling first makes a backend blocked on the wire

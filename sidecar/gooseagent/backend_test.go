@@ -183,7 +183,6 @@ func (b *scriptBackend) Reply(ctx context.Context, sid string, msg goose.UserMes
 		const msgID = "m"
 		for _, st := range b.script(sid, msg.Text).Steps {
 			if st.Delay > 0 {
-				goose.BeforeWait(ctx)
 				select {
 				case <-time.After(st.Delay):
 				case <-ctx.Done():
@@ -263,7 +262,6 @@ func (b *scriptBackend) playTool(ctx context.Context, sid string, tool *goosetes
 	b.waiting[key] = ch
 	b.mu.Unlock()
 	if emit(&goose.ApprovalRequest{ID: tool.ID, ToolName: tool.Name, Arguments: tool.Arguments}) {
-		goose.BeforeWait(ctx)
 		select {
 		case d := <-ch: // Approve removed the request
 			if d != goose.AllowOnce && d != goose.AlwaysAllow {

@@ -389,9 +389,6 @@ func (t *turn) finish(reason string, err error) {
 	if t.stopped {
 		return
 	}
-	// The text streamed so far goes out before the totals are settled and
-	// the runner stores the final event.
-	goose.BeforeWait(t.ic)
 	if err == nil && t.ic.Err() != nil {
 		err = context.Cause(t.ic)
 	}
@@ -525,11 +522,6 @@ func (t *turn) emit(ev *session.Event) bool {
 	if !t.yield(ev, nil) {
 		t.stopped = true
 		return false
-	}
-	if !ev.Partial {
-		// A turn's non-partial events end it or precede slow work (a
-		// confirmation wait, the runner's next write): sent at once.
-		goose.BeforeWait(t.ic)
 	}
 	return true
 }

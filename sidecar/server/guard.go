@@ -13,7 +13,6 @@ import (
 
 	"google.golang.org/adk/session"
 
-	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
 
@@ -86,14 +85,12 @@ func (s *Server) guardRun(w http.ResponseWriter, r *http.Request, req *RunReques
 	if !answersConfirmation && s.refuseRunOverBudget(w) {
 		return
 	}
-	bw := &batchedFlushes{w: w}
-	defer bw.end()
-	canonical, err := withCanonicalBody(goose.WithWaitHook(ctx, bw.send), r, req)
+	canonical, err := withCanonicalBody(ctx, r, req)
 	if err != nil {
 		writeJSONError(w, r, http.StatusInternalServerError, statusCode(http.StatusInternalServerError), err.Error())
 		return
 	}
-	next.ServeHTTP(bw, canonical)
+	next.ServeHTTP(w, canonical)
 }
 
 // guardSessions answers ADK REST requests for another app with 404 (adkrest

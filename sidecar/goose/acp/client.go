@@ -12,7 +12,6 @@ import (
 	"io"
 	"iter"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -181,19 +180,6 @@ func New(cfg Config) (*Client, error) {
 		dialer: &websocket.Dialer{
 			HandshakeTimeout: cfg.DialTimeout,
 			// No Origin header is sent, which goose's Origin policy allows (§1).
-			// The sidecar writes to goose a few frames a turn: a write buffer
-			// is lent for each write rather than held by every session's
-			// connection. Reads borrow theirs while goose's frames arrive
-			// (lendingConn), so gorilla's own can be small.
-			WriteBufferPool: writeBuffers,
-			ReadBufferSize:  lentReadBufferSize,
-			NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-				if err != nil {
-					return nil, err
-				}
-				return lendReads(c), nil
-			},
 		},
 		httpc:     cfg.HTTPClient,
 		log:       cfg.Logger,
@@ -507,16 +493,6 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	cn.rpc = newWSConn(ws, c.cfg.MaxFrameBytes, c.log, func(method string, params json.RawMessage) {
 		c.route(cn, method, params)
 	}, cn.handle)
-	cn.rpc.take = func(frame []byte) bool {
-		d, ok := readTextChunkFrame(frame)
-		if !ok {
-			d, ok = scanUpdateFrame(frame)
-		}
-		if ok {
-			c.routeDecoded(cn, d)
-		}
-		return ok
-	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -1182,11 +1158,10 @@ type replyStream struct {
 	sessionID string
 	msg       goose.UserMessage
 
-	r        *reply
-	items    []item       // taken from r, valid until the next take
-	next     int          // items[next] is the next to hand out
-	waitHook func()       // ctx's goose.WaitHook
-	prompt   *sentRequest // nil if it could not be sent
+	r      *reply
+	items  []item       // taken from r, valid until the next take
+	next   int          // items[next] is the next to hand out
+	prompt *sentRequest // nil if it could not be sent
 	// finished: the prompt's result or error was handed out (or ctx ended
 	// the reply and session/cancel went out); nothing is left to cancel.
 	finished bool
@@ -1224,14 +1199,7 @@ func (s *replyStream) Next() (goose.Event, error, bool) {
 		}
 		select {
 		case <-s.r.signal:
-		default:
-			if s.waitHook != nil {
-				s.waitHook()
-			}
-			select {
-			case <-s.r.signal:
-			case <-s.ctx.Done():
-			}
+		case <-s.ctx.Done():
 		}
 		if s.ctx.Err() != nil {
 			return s.stopped()
@@ -1262,7 +1230,7 @@ func (s *replyStream) start() error {
 	if err != nil {
 		return err
 	}
-	s.r, s.waitHook = r, goose.WaitHook(s.ctx)
+	s.r = r
 	// Sent from here and answered on the connection's reader, which queues
 	// the reply's ending after the updates before it: no goroutine per
 	// reply waits for the answer (one stack less for every open stream).

@@ -1,12 +1,10 @@
 package acp
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
@@ -53,145 +51,36 @@ type decoded struct {
 	ActiveRun *string
 }
 
-var errNoSession = errors.New("notification has no sessionId")
+var (
+	errNoSession           = errors.New("notification has no sessionId")
+	errUnknownNotification = errors.New("not a notification this client reads")
+)
 
-// decodeNotification turns one goose notification (session/update or
-// _goose/unstable/session/update params) into an Event. It never panics.
+// decodeNotification turns the params of one goose notification
+// (session/update or _goose/unstable/session/update) into what it means to
+// the client: the one place goose's updates are read. It never panics.
 func decodeNotification(method string, params []byte) (decoded, error) {
+	var d decoded
+	var err error
 	switch method {
 	case methodSessionUpdate:
-		return decodeSessionUpdate(params)
+		d, err = decodeSessionUpdate(params)
 	case methodGooseUpdate:
-		return decodeGooseUpdate(params)
+		d, err = decodeGooseUpdate(params)
 	default:
-		return decoded{}, fmt.Errorf("unexpected notification %q", method)
+		err = errUnknownNotification
 	}
-}
-
-// textChunk is the update goose sends most, one per token while it streams:
-// a chunk of the answer (agent_message_chunk) or of its thinking
-// (agent_thought_chunk) with text content. Read by the transport's
-// rpcMessage and then the SDK's union types, which go through a map at each
-// of two levels and then again into the variant, a delta costs 83
-// allocations and about 12 µs, the largest cost of the sidecar's goose
-// reader. unmarshalTextChunkFrame reads the whole frame once, into the SDK's
-// own field types, so a value the SDK rejects is rejected here too: 19
-// allocations and about 3 µs (BenchmarkDecodeTextChunk). scanTextChunkFrame,
-// tried first, reads goose's own frames without encoding/json.
-//
-// Names match as encoding/json matches struct fields. The SDK reads its two
-// discriminators (sessionUpdate, type) case-sensitively and may keep an
-// earlier value of a repeated name, which RFC 8259 leaves to the parser.
-// goose writes exact names once; FuzzTextChunkFrameReadsAsDispatch checks
-// that both read the same from any frame without repeated or case-variant
-// names.
-//
-// Fields it never uses (Meta here, Result and Error in textChunkFrame) are
-// read with the SDK's and rpcMessage's types all the same, so that a frame
-// they refuse (an _meta that is not an object, say) is refused here too.
-type textChunk struct {
-	Meta      map[string]any   `json:"_meta,omitempty"`
-	SessionID acpsdk.SessionId `json:"sessionId"`
-	Update    struct {
-		// Only what messageID reads of it (goose's messageId): a map
-		// costs about ten allocations more.
-		Meta struct {
-			Goose struct {
-				MessageID stringOrNothing `json:"messageId"`
-			} `json:"goose"`
-		} `json:"_meta"`
-		Content       acpsdk.ContentBlockText `json:"content"`
-		MessageID     *string                 `json:"messageId,omitempty"`
-		SessionUpdate string                  `json:"sessionUpdate"`
-	} `json:"update"`
-}
-
-// textChunkFrame is a whole frame, as rpcMessage reads it, whose params may
-// be a text chunk.
-type textChunkFrame struct {
-	JSONRPC string               `json:"jsonrpc"`
-	ID      json.RawMessage      `json:"id,omitempty"`
-	Method  string               `json:"method,omitempty"`
-	Params  textChunk            `json:"params"`
-	Result  json.RawMessage      `json:"result,omitempty"`
-	Error   *acpsdk.RequestError `json:"error,omitempty"`
-}
-
-// readTextChunkFrame reads a frame that is a session/update notification
-// of a text chunk in one pass; ok is false for any other frame, which the
-// transport and decodeNotification then read.
-func readTextChunkFrame(frame []byte) (_ decoded, ok bool) {
-	if d, ok := scanTextChunkFrame(frame); ok {
-		return d, true
+	if err != nil {
+		return decoded{}, fmt.Errorf("failed to decode %s: %w", method, err)
 	}
-	if !mayBeTextChunk(frame) {
-		return decoded{}, false
-	}
-	return unmarshalTextChunkFrame(frame)
-}
-
-// mayBeTextChunk is false for a frame that cannot name either chunk kind: a
-// sessionUpdate of agent_message_chunk or agent_thought_chunk is written
-// with "_chunk" in it, unless a \u escape spells some of it (no shorter
-// escape stands for any of those letters). goose's other updates (usage,
-// tool calls, session info) then skip encoding/json's try.
-func mayBeTextChunk(frame []byte) bool {
-	return bytes.Contains(frame, []byte("_chunk")) || bytes.Contains(frame, []byte(`\u`))
-}
-
-// unmarshalTextChunkFrame is readTextChunkFrame through encoding/json, for
-// the frames scanTextChunkFrame leaves.
-func unmarshalTextChunkFrame(frame []byte) (_ decoded, ok bool) {
-	var f textChunkFrame
-	if json.Unmarshal(frame, &f) != nil || f.ID != nil || f.Method != methodSessionUpdate {
-		return decoded{}, false
-	}
-	n := &f.Params
-	if n.SessionID == "" || n.Update.Content.Type != "text" {
-		return decoded{}, false
-	}
-	u := &n.Update
-	id := string(u.Meta.Goose.MessageID) // as messageID reads it
-	if u.MessageID != nil && *u.MessageID != "" {
-		id = *u.MessageID
-	}
-	d := decoded{SessionID: string(n.SessionID)}
-	switch u.SessionUpdate {
-	case "agent_message_chunk":
-		d.Event = &goose.TextDelta{MessageID: id, Text: u.Content.Text}
-	case "agent_thought_chunk":
-		d.Event = &goose.ThinkingDelta{MessageID: id, Text: u.Content.Text}
-	default:
-		return decoded{}, false
-	}
-	return d, true
-}
-
-// stringOrNothing is a JSON string, or "" for any other value, as
-// metaString reads one.
-type stringOrNothing string
-
-func (s *stringOrNothing) UnmarshalJSON(b []byte) error {
-	// b is one whole JSON value. A string with no escape and valid UTF-8
-	// (encoding/json would replace invalid bytes) is its own content:
-	// taken without a second decoder.
-	if len(b) >= 2 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) {
-		*s = stringOrNothing(b[1 : len(b)-1])
-		return nil
-	}
-	var v string
-	if json.Unmarshal(b, &v) != nil {
-		v = ""
-	}
-	*s = stringOrNothing(v)
-	return nil
+	return d, nil
 }
 
 // decodeSessionUpdate decodes any session/update through the SDK's types.
 func decodeSessionUpdate(params []byte) (decoded, error) {
 	var n acpsdk.SessionNotification
 	if err := json.Unmarshal(params, &n); err != nil {
-		return decoded{}, fmt.Errorf("failed to decode session/update: %w", err)
+		return decoded{}, err
 	}
 	d := decoded{SessionID: string(n.SessionId)}
 	if d.SessionID == "" {
@@ -285,7 +174,7 @@ type gooseUpdate struct {
 func decodeGooseUpdate(params []byte) (decoded, error) {
 	var g gooseUpdate
 	if err := json.Unmarshal(params, &g); err != nil {
-		return decoded{}, fmt.Errorf("failed to decode %s: %w", methodGooseUpdate, err)
+		return decoded{}, err
 	}
 	d := decoded{SessionID: g.SessionID, Custom: true}
 	if d.SessionID == "" {
@@ -322,8 +211,7 @@ func decodeGooseUpdate(params []byte) (decoded, error) {
 	return d, nil
 }
 
-// What goose's usage notifications mean, whichever reader read them
-// (decodeSessionUpdate and decodeGooseUpdate, or scanUpdateFrame):
+// What goose's usage notifications mean:
 
 // stableUsage: the stable usage_update's used is the last call's total,
 // size the context limit, cost the accumulated cost when known (§3.1).

@@ -1,11 +1,7 @@
 package acp
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -73,8 +69,72 @@ func TestDecodeNotificationGooseFrames(t *testing.T) {
 			t.Errorf("seed %d decoded to %+v (event %#v)", i, d, d.Event)
 		}
 	}
-	if _, err := decodeNotification(methodSessionUpdate, []byte(`{"update":{"sessionUpdate":"plan","entries":[]}}`)); err == nil {
-		t.Error("want error for a notification without sessionId")
+	if _, err := decodeNotification(methodSessionUpdate, []byte(`{"update":{"sessionUpdate":"plan","entries":[]}}`)); !errors.Is(err, errNoSession) {
+		t.Errorf("a notification without sessionId: %v", err)
+	}
+}
+
+// TestDecodeNotificationTextChunks: what a text chunk says, in the forms
+// goose and JSON give it, and the chunks that say nothing or are refused.
+func TestDecodeNotificationTextChunks(t *testing.T) {
+	chunk := func(update string) []byte {
+		return []byte(`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk",` + update + `}}`)
+	}
+	for _, c := range []struct {
+		name   string
+		params []byte
+		want   goose.Event
+	}{
+		{"the ACP messageId wins over goose's", chunk(`"messageId":"m1","content":{"type":"text","text":"x"},"_meta":{"goose":{"messageId":"m2"}}`),
+			&goose.TextDelta{MessageID: "m1", Text: "x"}},
+		{"a null messageId falls back to goose's", chunk(`"messageId":null,"content":{"type":"text","text":"x"},"_meta":{"goose":{"messageId":"m2"}}`),
+			&goose.TextDelta{MessageID: "m2", Text: "x"}},
+		{"an empty messageId falls back to goose's", chunk(`"messageId":"","content":{"type":"text","text":"x"},"_meta":{"goose":{"messageId":"m2"}}`),
+			&goose.TextDelta{MessageID: "m2", Text: "x"}},
+		{"a goose messageId that is no string is none", chunk(`"content":{"type":"text","text":"x"},"_meta":{"goose":{"messageId":7}}`),
+			&goose.TextDelta{Text: "x"}},
+		{"escapes and raw UTF-8", chunk(`"content":{"type":"text","text":"a \"b\"\\\n\tc\u0001\/\u00e9 日本 😀"}`),
+			&goose.TextDelta{Text: "a \"b\"\\\n\tc\x01/é 日本 😀"}},
+		{"an image says nothing", chunk(`"content":{"type":"image","data":"AA==","mimeType":"image/png"}`), nil},
+		{"the user's own chunk says nothing", []byte(`{"sessionId":"s","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}}`), nil},
+	} {
+		d, err := decodeNotification(methodSessionUpdate, c.params)
+		if err != nil || d.SessionID != "s" || !reflect.DeepEqual(d.Event, c.want) {
+			t.Errorf("%s: decoded %+v (%#v), %v; want %#v", c.name, d, d.Event, err, c.want)
+		}
+	}
+	for _, params := range []string{
+		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":7}}}`,
+		`{"_meta":5,"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`,
+		`not json`,
+	} {
+		if d, err := decodeNotification(methodSessionUpdate, []byte(params)); err == nil {
+			t.Errorf("%s: decoded %+v, want an error", params, d)
+		}
+	}
+}
+
+// TestDecodeNotificationActiveRun: session_info_update's activeRunId is a
+// run's start (its id) or end (null); without it the update says neither.
+func TestDecodeNotificationActiveRun(t *testing.T) {
+	info := func(meta string) []byte {
+		return []byte(`{"sessionId":"s","update":{"sessionUpdate":"session_info_update","_meta":` + meta + `}}`)
+	}
+	run := func(id string) *string { return &id }
+	for _, c := range []struct {
+		meta string
+		want *string
+	}{
+		{`{"goose":{"activeRunId":"run_1"}}`, run("run_1")},
+		{`{"goose":{"activeRunId":null}}`, run("")},
+		{`{"goose":{}}`, nil},
+		{`{"goose":"r"}`, nil},
+		{`null`, nil},
+	} {
+		d, err := decodeNotification(methodSessionUpdate, info(c.meta))
+		if err != nil || d.Event != nil || !reflect.DeepEqual(d.ActiveRun, c.want) {
+			t.Errorf("_meta %s: decoded %+v, %v; want active run %v", c.meta, d, err, c.want)
+		}
 	}
 }
 
@@ -89,6 +149,9 @@ func FuzzDecodeNotification(f *testing.F) {
 	f.Fuzz(func(t *testing.T, method string, params []byte) {
 		d, err := decodeNotification(method, params)
 		if err != nil {
+			if !strings.HasPrefix(err.Error(), "failed to decode "+method+": ") || errors.Unwrap(err) == nil {
+				t.Fatalf("error not wrapped with its context: %v", err)
+			}
 			return
 		}
 		if d.Accumulated != nil && !d.Custom {
@@ -133,179 +196,5 @@ func TestParseExportUsage(t *testing.T) {
 				t.Errorf("cost = %v, want 1", cost)
 			}
 		})
-	}
-}
-
-// plainNames reports whether params is JSON whose objects name each member
-// once (case folded), with no case variant of a name the SDK's union types
-// or messageID match exactly.
-func plainNames(params []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(params))
-	var objects []map[string]bool // the names of each open object so far
-	var inObject []bool           // for each open container: an object (else an array)
-	expectName := func() bool { return len(inObject) > 0 && inObject[len(inObject)-1] }
-	afterName := false
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return true
-		}
-		if err != nil {
-			return false
-		}
-		if s, isString := tok.(string); isString && expectName() && !afterName {
-			folded := strings.ToLower(s)
-			names := objects[len(objects)-1]
-			if names[folded] {
-				return false
-			}
-			names[folded] = true
-			for _, exact := range []string{"sessionUpdate", "type", "goose", "messageId"} {
-				if strings.EqualFold(s, exact) && s != exact {
-					return false
-				}
-			}
-			afterName = true
-			continue
-		}
-		afterName = false
-		switch tok {
-		case json.Delim('{'):
-			inObject = append(inObject, true)
-			objects = append(objects, map[string]bool{})
-		case json.Delim('['):
-			inObject = append(inObject, false)
-		case json.Delim('}'):
-			inObject = inObject[:len(inObject)-1]
-			objects = objects[:len(objects)-1]
-		case json.Delim(']'):
-			inObject = inObject[:len(inObject)-1]
-		}
-	}
-}
-
-// BenchmarkDecodeTextChunk: one of goose's text delta frames, scanned
-// (scanTextChunkFrame, what the client does first), read whole through
-// encoding/json (unmarshalTextChunkFrame, for frames the scan leaves) and
-// through the transport's rpcMessage and the SDK's types; side by side.
-func BenchmarkDecodeTextChunk(b *testing.B) {
-	frame := []byte(frameOf(decodeSeeds[0].method, decodeSeeds[0].params))
-	taken := func(read func([]byte) (decoded, bool)) func([]byte) (decoded, error) {
-		return func(frame []byte) (decoded, error) {
-			d, ok := read(frame)
-			if !ok {
-				return d, errors.New("not taken")
-			}
-			return d, nil
-		}
-	}
-	for _, c := range []struct {
-		name   string
-		decode func([]byte) (decoded, error)
-	}{
-		{"scan", taken(scanTextChunkFrame)},
-		{"whole", taken(unmarshalTextChunkFrame)},
-		{"rpc+sdk", readThroughDispatch},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if d, err := c.decode(frame); err != nil || d.Event == nil {
-					b.Fatal(d, err)
-				}
-			}
-		})
-	}
-}
-
-// frameOf is a notification frame as goose sends it.
-func frameOf(method, params string) string {
-	return `{"jsonrpc":"2.0","method":"` + method + `","params":` + params + `}`
-}
-
-// readThroughDispatch reads a notification frame as the transport and
-// decodeNotification do when readTextChunkFrame leaves it.
-func readThroughDispatch(frame []byte) (decoded, error) {
-	var m rpcMessage
-	if err := json.Unmarshal(frame, &m); err != nil {
-		return decoded{}, err
-	}
-	if m.ID != nil || m.Method == "" {
-		return decoded{}, fmt.Errorf("not a notification: %+v", m)
-	}
-	return decodeNotification(m.Method, m.Params)
-}
-
-// FuzzTextChunkFrameReadsAsDispatch: a frame readTextChunkFrame takes is a
-// session/update notification that the transport and the SDK's types read
-// the same, unless a name is repeated or a case variant (see textChunk).
-func FuzzTextChunkFrameReadsAsDispatch(f *testing.F) {
-	for _, s := range decodeSeeds {
-		f.Add([]byte(frameOf(s.method, s.params)))
-	}
-	for _, params := range []string{
-		`{"sessionId":"s","_meta":{},"update":{"sessionUpdate":"agent_thought_chunk","messageId":null,"content":{"type":"text","text":"x","annotations":{"priority":1}}}}`,
-		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text"}}}`,
-		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"goose":{"messageId":7}}}}`,
-		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"goose":[1]}}}`,
-		"{\"sessionId\":\"s\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"x\"},\"_meta\":{\"goose\":{\"messageId\":\"m\xff\\u00e9\"}}}}",
-		"{\"sessionId\":\"s\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"x\"},\"_meta\":{\"goose\":{\"messageId\":\"m\xff\"}}}}",
-	} {
-		f.Add([]byte(frameOf(methodSessionUpdate, params)))
-	}
-	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"method":"session/update","params":` + decodeSeeds[0].params + `}`))
-	f.Add([]byte(`{"jsonrpc":"2.0","method":"session/update","params":` + decodeSeeds[0].params + `,"error":{"code":"x"}}`))
-	f.Add([]byte(`{"jsonrpc":2,"method":"session/update","params":` + decodeSeeds[1].params + `}`))
-	f.Fuzz(func(t *testing.T, frame []byte) {
-		whole, ok := readTextChunkFrame(frame)
-		if !ok || !plainNames(frame) {
-			return
-		}
-		viaDispatch, err := readThroughDispatch(frame)
-		if err != nil || !reflect.DeepEqual(whole, viaDispatch) {
-			t.Fatalf("whole %+v (%#v); through dispatch %+v (%#v), %v", whole, whole.Event, viaDispatch, viaDispatch.Event, err)
-		}
-	})
-}
-
-// TestGooseTextChunkFramesAreTakenWhole: goose's text and thinking chunk
-// frames are read in one pass, as the transport and the SDK read them; its
-// other frames, requests, responses and anything the SDK would not read as
-// a text chunk are left to the transport.
-func TestGooseTextChunkFramesAreTakenWhole(t *testing.T) {
-	for i, s := range decodeSeeds {
-		frame := []byte(frameOf(s.method, s.params))
-		whole, ok := readTextChunkFrame(frame)
-		if want := s.method == methodSessionUpdate && strings.Contains(s.params, `_chunk"`); ok != want {
-			t.Errorf("seed %d: taken %v, want %v", i, ok, want)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		viaDispatch, err := readThroughDispatch(frame)
-		if err != nil || !reflect.DeepEqual(whole, viaDispatch) {
-			t.Errorf("seed %d: whole %+v (%#v), through dispatch %+v (%#v), %v", i, whole, whole.Event, viaDispatch, viaDispatch.Event, err)
-		}
-	}
-	// messageId as the ACP field, which wins over goose's _meta.
-	whole, ok := readTextChunkFrame([]byte(frameOf(methodSessionUpdate, `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","messageId":"m1","content":{"type":"text","text":"hi"},"_meta":{"goose":{"messageId":"m2"}}}}`)))
-	if e, isText := whole.Event.(*goose.TextDelta); !ok || !isText || e.MessageID != "m1" || e.Text != "hi" {
-		t.Errorf("got %+v (%#v), %v", whole, whole.Event, ok)
-	}
-	for _, frame := range []string{
-		frameOf(methodSessionUpdate, `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"AA==","mimeType":"image/png"}}}`),
-		frameOf(methodSessionUpdate, `{"sessionId":"s","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}}`),
-		frameOf(methodSessionUpdate, `{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`),
-		frameOf(methodSessionUpdate, `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":7}}}`),
-		frameOf(methodGooseUpdate, `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`),
-		`{"jsonrpc":"2.0","id":3,"method":"session/update","params":` + decodeSeeds[0].params + `}`,
-		`{"jsonrpc":"2.0","method":"session/update","params":` + decodeSeeds[0].params + `,"error":{"code":"x"}}`,
-		frameOf(methodSessionUpdate, `{"_meta":5,"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`),
-		`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}`,
-	} {
-		if d, ok := readTextChunkFrame([]byte(frame)); ok {
-			t.Errorf("%s: taken whole: %+v", frame, d)
-		}
 	}
 }

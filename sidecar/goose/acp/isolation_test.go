@@ -284,14 +284,24 @@ func (slowExtensions) Release(string) {}
 // replaying a long history, extensions slow to start) is not cut short by
 // it: a connection waiting for an answer is not idle.
 func TestIdleTimeoutSparesACallUnderWay(t *testing.T) {
-	const idle = 2 * time.Millisecond
+	// Long enough that the connection is not idle between its dial and the
+	// session/load sent on it, even on a loaded machine.
+	const idle = 20 * time.Millisecond
 	_, c := newIsolationPair(t, Config{IdleTimeout: idle}, goosetest.WithServeExtensions(slowExtensions{start: 25 * idle}))
 	id := startSession(t, c)
-	eventually(t, "the idle connection to close", func() bool { return c.openConns() == 0 })
+	// The session's own connection: a call made after it closed (the
+	// session info ResumeSession ends with) goes over the control one,
+	// which has no idle timeout.
+	sessionConnClosed := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.sessions[id] == nil
+	}
+	eventually(t, "the idle connection to close", sessionConnClosed)
 	if _, err := c.ResumeSession(context.Background(), id); err != nil {
 		t.Fatalf("ResumeSession whose session/load outlasts the idle timeout: %v", err)
 	}
-	eventually(t, "the resumed connection to close once idle", func() bool { return c.openConns() == 0 })
+	eventually(t, "the resumed connection to close once idle", sessionConnClosed)
 }
 
 func TestUnusedIdleTimeoutDefaults(t *testing.T) {

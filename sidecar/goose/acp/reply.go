@@ -27,7 +27,6 @@ type reply struct {
 
 	mu              sync.Mutex
 	items           []item
-	spare           []item
 	tools           map[string]string // tool call id -> goose tool name
 	approvals       map[string]chan goose.Decision
 	sawMessageUsage bool
@@ -97,14 +96,11 @@ func (r *reply) deliver(d decoded, limit int, closed <-chan struct{}) {
 	}
 }
 
-// take hands the queued items to the iterator, recycling the previous batch's
-// storage to keep steady-state streaming allocation-free here.
+// take hands the queued items to the iterator.
 func (r *reply) take() []item {
 	r.mu.Lock()
 	out := r.items
-	clear(r.spare)
-	r.items = r.spare[:0]
-	r.spare = out
+	r.items = nil
 	r.mu.Unlock()
 	select {
 	case r.drained <- struct{}{}:

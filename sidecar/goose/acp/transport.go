@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -34,23 +33,7 @@ const (
 	gooseMaxInboundFrame = 16 << 20
 
 	methodCancelRequest = "$/cancel_request"
-
-	// maxPooledFrame is the largest frame buffer kept for reuse: deltas and
-	// most responses fit many times over, while a buffer grown by a rare
-	// large frame (a session's history, up to maxFrame) is let go rather
-	// than held by an idle pool.
-	maxPooledFrame = 64 << 10
 )
-
-// frameBuffers holds the buffers frames are read into, shared by every
-// connection: a reply's deltas are one frame each, and a fresh buffer per
-// frame was the largest allocation of the client (io.ReadAll grows from 512
-// bytes each time). A pool rather than a buffer per connection, because a
-// session's connection is idle most of its life.
-var frameBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// writeBuffers lends every connection's writes gorilla's write buffer.
-var writeBuffers = &sync.Pool{}
 
 // errConnClosed is what calls on a connection that ended get; mapErr turns it
 // into goose.ErrUnavailable with the reason.
@@ -70,23 +53,12 @@ var errConnClosed = errors.New("ACP connection closed")
 // TCP. It also orders events: a response or request is handled only after
 // every notification before it was routed. Requests from goose run each on
 // their own goroutine.
-//
-// The reader hands each update to the reply's consumer, a second goroutine
-// to wake. Lending the socket to the consumer instead, so that it reads its
-// own updates, was built and measured: no gain (paced, waking the consumer
-// was 2.7% of the sidecar's CPU, and the scheduler's share, 10%, stayed
-// the same without it), and a consumer gone mid-read could then only be
-// freed by goose or by closing the connection.
 type wsConn struct {
 	ws       *websocket.Conn
 	maxFrame int
 	log      *slog.Logger
 	notify   func(method string, params json.RawMessage)
-	// take, when set, is offered each frame first, on the reader: it handles
-	// the frames it can read whole (true), as notify would; the others are
-	// decoded here.
-	take   func(frame []byte) bool
-	handle requestHandler
+	handle   requestHandler
 	// ended, when set, runs on the reader once the connection has ended.
 	ended func()
 
@@ -145,6 +117,8 @@ func newWSConn(ws *websocket.Conn, maxFrame int, log *slog.Logger,
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrameBytes
 	}
+	// gorilla refuses a larger frame before reading it (ErrReadLimit).
+	ws.SetReadLimit(int64(maxFrame))
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &wsConn{
 		ws: ws, maxFrame: maxFrame, log: log, notify: notify, handle: handle,
@@ -197,55 +171,27 @@ func (w *wsConn) read() {
 		}
 	}()
 	for {
-		typ, r, err := w.ws.NextReader()
+		typ, data, err := w.ws.ReadMessage()
+		if errors.Is(err, websocket.ErrReadLimit) {
+			w.fail(fmt.Errorf("%w: goose sent a frame over %d bytes", goose.ErrMessageTooLarge, w.maxFrame))
+		}
 		if err != nil {
 			return
 		}
-		// goose ignores binary frames; so do we (§2.5). NextReader skips
-		// what is left of a frame we do not read.
+		// goose ignores binary frames; so do we (§2.5).
 		if typ != websocket.TextMessage {
 			continue
 		}
-		if !w.readFrame(r) {
+		if err := w.dispatch(data); err != nil {
+			w.fail(err)
 			return
 		}
 	}
 }
 
-// readFrame reads one text frame into a pooled buffer and dispatches it. It
-// returns false when the connection must end: the socket failed, or the
-// frame was at fault (recorded as the connection's fault).
-func (w *wsConn) readFrame(r io.Reader) bool {
-	buf := frameBuffers.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= maxPooledFrame {
-			buf.Reset()
-			frameBuffers.Put(buf)
-		}
-	}()
-	if _, err := buf.ReadFrom(io.LimitReader(r, int64(w.maxFrame)+1)); err != nil {
-		return false
-	}
-	if buf.Len() > w.maxFrame {
-		w.fail(fmt.Errorf("%w: goose sent a frame over %d bytes", goose.ErrMessageTooLarge, w.maxFrame))
-		return false
-	}
-	if err := w.dispatch(buf.Bytes()); err != nil {
-		w.fail(err)
-		return false
-	}
-	return true
-}
-
-// dispatch routes one frame; an error means the connection must end. The
-// frame's buffer is reused once dispatch returns: nothing may keep data or
-// a slice of it (encoding/json copies into the RawMessages and strings that
-// outlive the call).
+// dispatch routes one frame; an error means the connection must end.
 func (w *wsConn) dispatch(data []byte) error {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil
-	}
-	if w.take != nil && w.take(data) {
 		return nil
 	}
 	var m rpcMessage

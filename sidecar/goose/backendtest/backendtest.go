@@ -130,7 +130,6 @@ func Run(t *testing.T, h Harness) {
 		{"HugeUserMessageIsRefused", hugeUserMessageIsRefused},
 		{"NotificationFloodDeliversEverything", notificationFloodDeliversEverything},
 		{"SlowReaderHoldsOnlyItsReply", slowReaderHoldsOnlyItsReply},
-		{"BeforeWaitPrecedesAWait", beforeWaitPrecedesAWait},
 		{"ReplyStream", replyStream},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })

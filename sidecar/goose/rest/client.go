@@ -129,32 +129,13 @@ func New(cfg Config) (*Client, error) {
 	if c.hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		// Every concurrent reply holds one HTTP/1.1 connection to goosed.
-		// A pool smaller than the concurrency makes net/http close
-		// connections as replies end, and under a burst a POST could be
-		// given one being closed: "transport connection broken: http:
-		// putIdleConn: too many idle connections" (seen 31 times in 2,000
-		// streams with 128; golang/go#42650 is the pool's behaviour). The
-		// pool is not capped; a short IdleConnTimeout closes what a burst
-		// left (each idle connection holds two goroutines), and a loopback
-		// dial is cheap.
+		// An idle pool smaller than the concurrency broke POSTs given a
+		// connection being closed (golang/go#42650), against the target of
+		// 2,000 concurrent streams without an error: the pool is not capped,
+		// and a short IdleConnTimeout closes what a burst left.
 		tr.MaxIdleConns = 0 // no limit over all hosts: there is one
 		tr.MaxIdleConnsPerHost = 1 << 16
 		tr.IdleConnTimeout = 10 * time.Second
-		// Each connection holds a read and a write buffer for as long as
-		// it lives, mostly idle under a reply waiting for goose; net/http
-		// gives each 4 KiB. What crosses it is small: a request of a few
-		// hundred bytes (a long message takes more writes) and reply frames
-		// the SSE reader takes straight into its own buffer once they are
-		// as long as it (see the sse package's readBufferSize).
-		tr.ReadBufferSize, tr.WriteBufferSize = 1<<10, 1<<10
-		dial := tr.DialContext
-		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return newWaitConn(conn), nil
-		}
 		c.hc, c.ownHC = &http.Client{Transport: tr}, true
 	}
 	return c, nil

@@ -8,9 +8,7 @@ import (
 	"io"
 	"iter"
 	"mime"
-	"net"
 	"net/http"
-	"net/http/httptrace"
 	"strings"
 	"time"
 
@@ -51,8 +49,6 @@ type replyStream struct {
 	ctx    context.Context // parent's child, cancelled when the reply ends unfinished
 	cancel context.CancelFunc
 	st     *stream // tracked by the client from send to release
-	// unhook takes the reply's goose.WaitHook off its connection (waitConn).
-	unhook func()
 	resp   *http.Response
 	r      *sse.Reader
 	d      decoder
@@ -161,11 +157,7 @@ func (s *replyStream) send() error {
 	if err != nil {
 		return fmt.Errorf("failed to encode reply request: %w", err)
 	}
-	goose.BeforeWait(s.ctx)
-	// The connection that carries the answer (the last one, after retries).
-	var conn net.Conn
-	traced := httptrace.WithClientTrace(s.ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { conn = i.Conn }})
-	resp, err := c.send(traced, http.MethodPost, "/reply", payload) //nolint:bodyclose // closed by Close, or read to its end by finishBody
+	resp, err := c.send(s.ctx, http.MethodPost, "/reply", payload) //nolint:bodyclose // closed by Close, or read to its end by finishBody
 	if err != nil {
 		return s.brokenBy(fmt.Errorf("failed to send reply: %w", err))
 	}
@@ -176,17 +168,7 @@ func (s *replyStream) send() error {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return fmt.Errorf("failed to send reply: %w", &goose.HTTPError{StatusCode: resp.StatusCode, Body: "unexpected content type " + resp.Header.Get("Content-Type")})
 	}
-	var body io.Reader = resp.Body
-	if hook := goose.WaitHook(s.ctx); hook != nil {
-		// HTTP/1: the connection is this reply's alone, and its body is
-		// read by this goroutine.
-		if wc := waitConnOf(conn); wc != nil && resp.ProtoMajor == 1 {
-			s.unhook = wc.carry(hook) // called only before a read that waits
-		} else {
-			body = waitingBody{wait: hook, body: resp.Body}
-		}
-	}
-	s.r = sse.NewReader(body, c.maxEvent)
+	s.r = sse.NewReader(resp.Body, c.maxEvent)
 	return nil
 }
 
@@ -214,11 +196,6 @@ func (s *replyStream) end(err error) (goose.Event, error, bool) {
 
 func (s *replyStream) Close() {
 	s.ended = true
-	if s.unhook != nil {
-		// Before the connection can go back to the pool for another reply.
-		s.unhook()
-		s.unhook = nil
-	}
 	if s.cancel == nil {
 		return // nothing was sent, or already released
 	}
@@ -287,19 +264,4 @@ func finishBody(body io.ReadCloser, cancel context.CancelFunc) {
 	defer t.Stop()
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 	_ = body.Close()
-}
-
-// waitingBody calls the reply's goose.WaitHook, if any, before each read of
-// the reply body: the SSE reader reads when it has decoded every event it
-// holds, and the read may wait for goose.
-type waitingBody struct {
-	wait func()
-	body io.Reader
-}
-
-func (w waitingBody) Read(p []byte) (int, error) {
-	if w.wait != nil {
-		w.wait()
-	}
-	return w.body.Read(p)
 }

@@ -121,8 +121,7 @@ type wireSession struct {
 // variant's fields are flattened next to "type". "message" is a Message for
 // type Message and an MCP ServerNotification for type Notification;
 // wireEventMessage has the fields of both, so that a frame is decoded in one
-// pass (a first pass that kept "message" raw, then one for it and one for
-// each content item, cost three times as much: BenchmarkRESTDecode).
+// pass, in one place (decoder.feed).
 type wireEvent struct {
 	Type       string            `json:"type"`
 	Message    wireEventMessage  `json:"message"`

@@ -25,15 +25,6 @@ import (
 // only when such a line actually arrives, memory is not reserved up front.
 const DefaultMaxLine = 16 << 20
 
-// readBufferSize is the bufio buffer. Every open reply holds one for as
-// long as it is open, mostly waiting for goose: at 64 KiB it was more than
-// half of what the sidecar held per open stream, at 8 KiB still a tenth
-// (hack/streampaths). goose's most frequent frames, text and thinking
-// deltas, are a few hundred bytes, so at 1 KiB most lines are parsed where
-// they were read; the rest are copied into a buffer that grows to fit
-// (BenchmarkReader: 335 ns an event at 1 KiB, 317 ns at 8 KiB).
-const readBufferSize = 1 << 10
-
 // ErrTooLong reports a line or an event larger than the reader's limit. The
 // reader cannot resynchronise after it and returns it from every later call.
 var ErrTooLong = errors.New("sse: line or event exceeds the size limit")
@@ -73,11 +64,7 @@ func NewReader(r io.Reader, maxLine int) *Reader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
-	size := readBufferSize
-	if maxLine < size {
-		size = max(maxLine, 16) // bufio's minimum
-	}
-	return &Reader{br: bufio.NewReaderSize(r, size), max: maxLine}
+	return &Reader{br: bufio.NewReader(r), max: maxLine}
 }
 
 // Next returns the next event. At a clean end of stream it returns io.EOF. If
