@@ -97,7 +97,7 @@ test-dockerfile: ## Check the Dockerfile's targets, stages and build steps again
 	cd hack/e2e/images && go vet ./... && go test ./...
 
 .PHONY: e2e
-e2e: ## Run the e2e suite on a real one-node cluster (kubelet + containerd) it brings up and tears down. Needs root; see README.
+e2e: ## Run the e2e suite on a real one-node cluster (kubelet + containerd) it brings up and tears down. Needs root; see docs/development.md.
 	hack/e2e/run.sh
 
 .PHONY: e2e-down

@@ -4,8 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -13,25 +11,29 @@ import (
 	"testing"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/internal/testing/doctext"
 )
 
+// docPage holds the tables these tests keep to the API.
+const docPage = "docs/api.md"
+
 var (
-	// specFieldCell is the first cell of a row of the README's GooseAgent
+	// specFieldCell is the first cell of a row of the API reference's GooseAgent
 	// table; specFieldName a field it names (`name`, `name.sub`, `name[]`).
 	specFieldCell = regexp.MustCompile("(?m)^\\| (`[^|]*) \\|")
 	specFieldName = regexp.MustCompile("`([A-Za-z]+)[^`]*`")
-	// conditionRow is a row of the README's table of conditions,
+	// conditionRow is a row of the API reference's table of conditions,
 	// | `Type` | `True`: `Reason` (...), ... |, and conditionWord a status
 	// or reason it names.
 	conditionRow  = regexp.MustCompile("(?m)^\\| `([A-Za-z]+)` \\| (.*) \\|$")
 	conditionWord = regexp.MustCompile("`([A-Za-z]+)`")
 )
 
-// TestREADMEDescribesEverySpecField keeps the README's table of a
+// TestDocsDescribeEverySpecField keeps the API reference's table of a
 // GooseAgent's fields to the spec: every field of GooseAgentSpec has a row,
 // and every row names a field.
-func TestREADMEDescribesEverySpecField(t *testing.T) {
-	section := readmeSection(t, "A GooseAgent")
+func TestDocsDescribeEverySpecField(t *testing.T) {
+	section := doctext.Section(t, docPage, "The GooseAgent")
 	named := map[string]bool{}
 	for _, cell := range specFieldCell.FindAllStringSubmatch(section, -1) {
 		for _, name := range specFieldName.FindAllStringSubmatch(cell[1], -1) {
@@ -47,41 +49,26 @@ func TestREADMEDescribesEverySpecField(t *testing.T) {
 		}
 		fields++
 		if !named[name] {
-			t.Errorf("the README's GooseAgent table has no row for spec.%s", name)
+			t.Errorf("the API reference's GooseAgent table has no row for spec.%s", name)
 		}
 		delete(named, name)
 	}
 	for name := range named {
-		t.Errorf("the README's GooseAgent table has a row for %s, which is no field of the spec", name)
+		t.Errorf("the API reference's GooseAgent table has a row for %s, which is no field of the spec", name)
 	}
 	if fields < 10 {
 		t.Errorf("only %d spec fields found", fields)
 	}
 }
 
-// readmeSection is the README's "## title" section.
-func readmeSection(t *testing.T, title string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "\n## "+title+"\n")
-	if !ok {
-		t.Fatalf("the README has no %q section", "## "+title)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	return section
-}
-
-// TestREADMENamesEveryCondition keeps the README's table of conditions to
+// TestDocsNameEveryCondition keeps the API reference's table of conditions to
 // the API's fixed condition types and reasons (the Condition* and Reason*
 // constants of gooseagent_types.go): each type has a row, each reason is in
 // one, and the table names no other.
-func TestREADMENamesEveryCondition(t *testing.T) {
+func TestDocsNameEveryCondition(t *testing.T) {
 	consts := constantsOf(t, "gooseagent_types.go")
 	rows := map[string]string{}
-	for _, m := range conditionRow.FindAllStringSubmatch(readmeSection(t, "Status and metrics"), -1) {
+	for _, m := range conditionRow.FindAllStringSubmatch(doctext.Section(t, docPage, "Conditions"), -1) {
 		rows[m[1]] = m[2]
 	}
 	conditions, reasons := map[string]bool{}, map[string]bool{}
@@ -90,7 +77,7 @@ func TestREADMENamesEveryCondition(t *testing.T) {
 		case strings.HasPrefix(name, "Condition"):
 			conditions[value] = true
 			if _, ok := rows[value]; !ok {
-				t.Errorf("the README's conditions table has no row for %s", value)
+				t.Errorf("the API reference's conditions table has no row for %s", value)
 			}
 		case strings.HasPrefix(name, "Reason"):
 			reasons[value] = true
@@ -102,7 +89,7 @@ func TestREADMENamesEveryCondition(t *testing.T) {
 	named := map[string]bool{}
 	for cond, cell := range rows {
 		if !conditions[cond] {
-			t.Errorf("the README's conditions table has a row for %s, which is no condition type", cond)
+			t.Errorf("the API reference's conditions table has a row for %s, which is no condition type", cond)
 		}
 		for _, m := range conditionWord.FindAllStringSubmatch(cell, -1) {
 			switch w := m[1]; {
@@ -110,13 +97,13 @@ func TestREADMENamesEveryCondition(t *testing.T) {
 			case reasons[w]:
 				named[w] = true
 			default:
-				t.Errorf("the README names %s for %s, which is no reason", w, cond)
+				t.Errorf("the API reference names %s for %s, which is no reason", w, cond)
 			}
 		}
 	}
 	for r := range reasons {
 		if !named[r] {
-			t.Errorf("the README's conditions table does not name the reason %s", r)
+			t.Errorf("the API reference's conditions table does not name the reason %s", r)
 		}
 	}
 }

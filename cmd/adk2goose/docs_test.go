@@ -2,41 +2,39 @@ package main
 
 import (
 	"flag"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/adk2goose/goose-operator/internal/testing/doctext"
 )
 
-// readmeFlagRow is a row of the README's flag tables:
+// docFlagRow is a row of the docs' flag tables (docs/api.md, docs/using.md):
 // | `-name` (`ENV`) | default | what |
 // The environment variable is optional here, so that a row without one is
 // found and reported.
-var readmeFlagRow = regexp.MustCompile("(?m)^\\| `-([a-z0-9-]+)`(?: \\(`([A-Z0-9_]+)`\\))? \\| ([^|]*) \\|")
+var docFlagRow = regexp.MustCompile("(?m)^\\| `-([a-z0-9-]+)`(?: \\(`([A-Z0-9_]+)`\\))? \\| ([^|]*) \\|")
 
 // flagEnv is an environment variable a flag's usage names; its own is
 // the last.
 var flagEnv = regexp.MustCompile(`env ([A-Z0-9_]+)\)`)
 
-// TestREADMENamesEveryFlag keeps the README's flag tables to adk2goose's
+// TestDocsNameEveryFlag keeps the docs' flag tables to adk2goose's
 // flags: each has one row naming its environment variable, whose default
 // cell starts with the flag's default ("none" for an empty one), and no row
 // names a flag the sidecar does not have.
-func TestREADMENamesEveryFlag(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type row struct{ env, def string }
+func TestDocsNameEveryFlag(t *testing.T) {
+	type row struct{ file, env, def string }
 	rows := map[string]row{}
-	for _, m := range readmeFlagRow.FindAllStringSubmatch(string(b), -1) {
-		if _, dup := rows[m[1]]; dup {
-			t.Errorf("the README has two rows for -%s", m[1])
+	for _, f := range doctext.Files(t) {
+		for _, m := range docFlagRow.FindAllStringSubmatch(f.Text, -1) {
+			if r, dup := rows[m[1]]; dup {
+				t.Errorf("the docs have two rows for -%s (%s and %s)", m[1], r.file, f.Path)
+			}
+			rows[m[1]] = row{file: f.Path, env: m[2], def: strings.TrimSpace(m[3])}
 		}
-		rows[m[1]] = row{env: m[2], def: strings.TrimSpace(m[3])}
 	}
 	fs, _ := newFlagSet(&options{}, func(string) string { return "" })
 	n := 0
@@ -50,28 +48,28 @@ func TestREADMENamesEveryFlag(t *testing.T) {
 		env := envs[len(envs)-1] // the flag's own comes last
 		r, ok := rows[f.Name]
 		if !ok {
-			t.Errorf("the README has no row for -%s (`-%s` (`%s`) | %s | ...)", f.Name, f.Name, env[1], readmeDefault(f))
+			t.Errorf("the docs have no row for -%s (`-%s` (`%s`) | %s | ...)", f.Name, f.Name, env[1], docDefault(f))
 			return
 		}
 		delete(rows, f.Name)
 		if r.env != env[1] {
-			t.Errorf("the README names %s for -%s, the flag reads %s", r.env, f.Name, env[1])
+			t.Errorf("%s names %s for -%s, the flag reads %s", r.file, r.env, f.Name, env[1])
 		}
-		if want := readmeDefault(f); !strings.HasPrefix(r.def, want) {
-			t.Errorf("the README's default of -%s is %q, want it to start with %q", f.Name, r.def, want)
+		if want := docDefault(f); !strings.HasPrefix(r.def, want) {
+			t.Errorf("%s gives -%s the default %q, want it to start with %q", r.file, f.Name, r.def, want)
 		}
 	})
 	for name := range rows {
-		t.Errorf("the README has a row for -%s, which adk2goose does not have", name)
+		t.Errorf("%s has a row for -%s, which adk2goose does not have", rows[name].file, name)
 	}
 	if n < 30 {
 		t.Errorf("only %d flags visited", n)
 	}
 }
 
-// readmeDefault is how the README writes a flag's default: none when it
+// docDefault is how the docs write a flag's default: none when it
 // is empty, durations in their largest whole unit (10m, not 10m0s).
-func readmeDefault(f *flag.Flag) string {
+func docDefault(f *flag.Flag) string {
 	if f.DefValue == "" {
 		return "none"
 	}
