@@ -78,7 +78,8 @@ func Check(t testing.TB, prefix string, c prometheus.Collector) {
 	t.Helper()
 	rows := Rows(doctext.Section(t, Page, Section))
 	n := 0
-	for name, labels := range Described(c) {
+	described := Described(c)
+	for name, labels := range described {
 		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
@@ -101,4 +102,40 @@ func Check(t testing.TB, prefix string, c prometheus.Collector) {
 			t.Errorf("the metrics table has a row for %s, which is not defined", name)
 		}
 	}
+	checkMentions(t, prefix, described)
+}
+
+// histogramSuffixes are the series a histogram exports besides its name.
+var histogramSuffixes = []string{"_bucket", "_sum", "_count"}
+
+// checkMentions fails t for a series of prefix that a doc names anywhere
+// (prose, queries, examples) and that is not described. A name ending in
+// "_" is a prefix in prose ("goose_operator_agent_*"), not a series.
+func checkMentions(t testing.TB, prefix string, described map[string][]string) {
+	t.Helper()
+	mention := regexp.MustCompile(regexp.QuoteMeta(prefix) + `[a-z0-9_]*`)
+	for _, f := range doctext.Files(t) {
+		for _, name := range mention.FindAllString(f.Text, -1) {
+			if strings.HasSuffix(name, "_") || known(described, name) {
+				continue
+			}
+			t.Errorf("%s names the series %s, which is not defined", f.Path, name)
+		}
+	}
+}
+
+// known reports whether name is a series of described, or one of the
+// series a histogram of it exports.
+func known(described map[string][]string, name string) bool {
+	if _, ok := described[name]; ok {
+		return true
+	}
+	for _, s := range histogramSuffixes {
+		if base, ok := strings.CutSuffix(name, s); ok {
+			if _, ok := described[base]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
