@@ -14,11 +14,12 @@ LOCALBIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen
 KUSTOMIZE := $(LOCALBIN)/kustomize
 HELM := $(LOCALBIN)/helm
+CRD_REF_DOCS := $(LOCALBIN)/crd-ref-docs
 CHART := charts/goose-operator
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
-# Files `make manifests generate build-installer` writes; `make test` fails when they are stale.
+# Files `make manifests generate build-installer api-docs` writes; `make test` fails when they are stale.
 GENERATED := api/v1alpha1/zz_generated.deepcopy.go api/v1alpha1/applyconfiguration config/crd/bases config/rbac/role.yaml \
-	$(CHART)/crds $(CHART)/files/manager-role.yaml dist/install.yaml
+	$(CHART)/crds $(CHART)/files/manager-role.yaml dist/install.yaml docs/reference/api.md
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -47,10 +48,15 @@ generate: $(CONTROLLER_GEN) ## Generate the DeepCopy methods and the server-side
 	rm -rf api/v1alpha1/applyconfiguration
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" applyconfiguration:headerFile="hack/boilerplate.go.txt" paths="./api/v1alpha1"
 
+.PHONY: api-docs
+api-docs: $(CRD_REF_DOCS) ## Generate the API reference docs/reference/api.md from the Go types of api/v1alpha1.
+	$(CRD_REF_DOCS) --source-path=api/v1alpha1 --config=hack/crd-ref-docs/config.yaml --renderer=markdown \
+	  --templates-dir=hack/crd-ref-docs/templates --output-path=docs/reference/api.md --log-level=ERROR
+
 .PHONY: verify-generated
-verify-generated: ## Fail when the committed generated files are not what `make manifests generate build-installer` writes.
+verify-generated: ## Fail when the committed generated files are not what `make manifests generate build-installer api-docs` writes.
 	@before=$$(find $(GENERATED) -type f | sort | xargs sha256sum); \
-	$(MAKE) --no-print-directory manifests generate build-installer >/dev/null; \
+	$(MAKE) --no-print-directory manifests generate build-installer api-docs >/dev/null; \
 	after=$$(find $(GENERATED) -type f | sort | xargs sha256sum); \
 	if [[ "$$before" != "$$after" ]]; then \
 	  echo "generated files were stale and have been regenerated: commit them"; \
@@ -187,6 +193,9 @@ $(KUSTOMIZE): hack/tools/go.mod
 
 $(HELM): hack/tools/go.mod
 	cd hack/tools && go build -o $@ helm.sh/helm/v4/cmd/helm
+
+$(CRD_REF_DOCS): hack/tools/go.mod
+	cd hack/tools && go build -o $@ github.com/elastic/crd-ref-docs
 
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

@@ -22,6 +22,9 @@ var (
 	heading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
 	// fence opens or closes a code block.
 	fence = regexp.MustCompile("(?m)^```")
+	// inlineCode is a code span, where a ]( is not a link (a regular
+	// expression in the generated reference, say).
+	inlineCode = regexp.MustCompile("`[^`\n]*`")
 	// makeCommand is a make command in inline code or at the start of a
 	// line of a code block: its arguments up to the code's end, a comment
 	// or the line's end.
@@ -34,14 +37,19 @@ var (
 	targetName = regexp.MustCompile(`^[a-z0-9-]+$`)
 )
 
-// prose is text outside code blocks, where links are links.
-func prose(text string) string {
+// outsideCodeBlocks is text outside fenced code blocks.
+func outsideCodeBlocks(text string) string {
 	parts := fence.Split(text, -1)
 	var b strings.Builder
 	for i := 0; i < len(parts); i += 2 {
 		b.WriteString(parts[i])
 	}
 	return b.String()
+}
+
+// prose is text outside code blocks and code spans, where links are links.
+func prose(text string) string {
+	return inlineCode.ReplaceAllString(outsideCodeBlocks(text), "``")
 }
 
 // anchor is GitHub's anchor for a heading: lower case, punctuation but
@@ -62,7 +70,7 @@ func anchor(h string) string {
 // anchors are the anchors of a page's headings.
 func anchors(text string) map[string]bool {
 	out := map[string]bool{}
-	for _, m := range heading.FindAllStringSubmatch(prose(text), -1) {
+	for _, m := range heading.FindAllStringSubmatch(outsideCodeBlocks(text), -1) {
 		out[anchor(m[1])] = true
 	}
 	return out
