@@ -87,9 +87,10 @@ envtest: ## Build (once) the envtest kube-apiserver, etcd and kubectl from Go mo
 	@hack/setup-envtest.sh
 
 .PHONY: test
-test: verify-generated vet $(KUSTOMIZE) $(HELM) ## Run every test: unit, envtest (toolchain set up automatically), the Dockerfile check and short fuzzing.
+test: verify-generated vet $(KUSTOMIZE) $(HELM) ## Run every test: unit, envtest (toolchain set up automatically), the Dockerfile and monitoring checks and short fuzzing.
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test ./... -coverprofile cover.out
 	$(MAKE) --no-print-directory test-dockerfile
+	$(MAKE) --no-print-directory test-monitoring
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: test-unit
@@ -101,6 +102,11 @@ test-dockerfile: ## Check the Dockerfile's targets, stages and build steps again
 	@# A module of its own: the BuildKit parser would upgrade otel, grpc and x/* in the main module.
 	cd test/dockerfile && go vet ./... && go test ./...
 	cd hack/e2e/images && go vet ./... && go test ./...
+
+.PHONY: test-monitoring
+test-monitoring: ## Check the chart's Grafana dashboard and Prometheus rules with Prometheus's PromQL parser and rulefmt, and that they read only exported series.
+	@# A module of its own: Prometheus would upgrade much of the main module's dependencies.
+	cd test/monitoring && go vet ./... && go test ./...
 
 .PHONY: e2e
 e2e: ## Run the e2e suite on a real one-node cluster (kubelet + containerd) it brings up and tears down. Needs root; see docs/development.md.
@@ -132,6 +138,12 @@ STREAM_PATHS_ARGS ?=
 .PHONY: stream-paths
 stream-paths: build ## Table: goose direct vs a plain proxy vs bin/adk2goose (and adk-go's REST server alone making the same reply), each server in its own process, on the fake goose serve (more flags: STREAM_PATHS_ARGS="-reply-time 2s -runs 3", "-flavor goosed", "-breakdown" for where its first event waits).
 	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose $(STREAM_PATHS_ARGS)
+
+.PHONY: dashboard-picture
+dashboard-picture: build ## Draw docs/images/dashboard.png: the dashboard's queries run by Prometheus's engine over a 4-minute recording of bin/adk2goose's /metrics under load.
+	rm -rf $(LOCALBIN)/dashboardshot && mkdir -p docs/images
+	go run ./hack/dashboardshot -adk2goose $(LOCALBIN)/adk2goose -out $(LOCALBIN)/dashboardshot/scrapes
+	cd test/monitoring && go run ./render -scrapes $(LOCALBIN)/dashboardshot/scrapes -out $(CURDIR)/docs/images/dashboard.png
 
 ##@ Build
 
