@@ -157,3 +157,21 @@ func TestMakeTargetsExist(t *testing.T) {
 		t.Errorf("only %d make targets named in the docs", n)
 	}
 }
+
+// TestPagesSayWhoTheyAreFor: under its title, every page of docs/ says in
+// one italic line who it is for ("*For ...").
+func TestPagesSayWhoTheyAreFor(t *testing.T) {
+	for _, f := range doctext.Files(t) {
+		if !strings.HasPrefix(f.Path, "docs/") {
+			continue
+		}
+		title, rest, _ := strings.Cut(f.Text, "\n")
+		if !strings.HasPrefix(title, "# ") {
+			t.Errorf("%s does not start with a title", f.Path)
+			continue
+		}
+		if !strings.HasPrefix(strings.TrimLeft(rest, "\n"), "*For ") {
+			t.Errorf("%s: the line under the title does not say who the page is for (*For ...*)", f.Path)
+		}
+	}
+}
