@@ -14,11 +14,12 @@ LOCALBIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen
 KUSTOMIZE := $(LOCALBIN)/kustomize
 HELM := $(LOCALBIN)/helm
+CRD_REF_DOCS := $(LOCALBIN)/crd-ref-docs
 CHART := charts/goose-operator
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
-# Files `make manifests generate build-installer` writes; `make test` fails when they are stale.
+# Files `make manifests generate build-installer api-docs` writes; `make test` fails when they are stale.
 GENERATED := api/v1alpha1/zz_generated.deepcopy.go api/v1alpha1/applyconfiguration config/crd/bases config/rbac/role.yaml \
-	$(CHART)/crds $(CHART)/files/manager-role.yaml dist/install.yaml
+	$(CHART)/crds $(CHART)/files/manager-role.yaml dist/install.yaml docs/reference/api.md
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -47,10 +48,15 @@ generate: $(CONTROLLER_GEN) ## Generate the DeepCopy methods and the server-side
 	rm -rf api/v1alpha1/applyconfiguration
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" applyconfiguration:headerFile="hack/boilerplate.go.txt" paths="./api/v1alpha1"
 
+.PHONY: api-docs
+api-docs: $(CRD_REF_DOCS) ## Generate the API reference docs/reference/api.md from the Go types of api/v1alpha1.
+	$(CRD_REF_DOCS) --source-path=api/v1alpha1 --config=hack/crd-ref-docs/config.yaml --renderer=markdown \
+	  --templates-dir=hack/crd-ref-docs/templates --output-path=docs/reference/api.md --log-level=ERROR
+
 .PHONY: verify-generated
-verify-generated: ## Fail when the committed generated files are not what `make manifests generate build-installer` writes.
+verify-generated: ## Fail when the committed generated files are not what `make manifests generate build-installer api-docs` writes.
 	@before=$$(find $(GENERATED) -type f | sort | xargs sha256sum); \
-	$(MAKE) --no-print-directory manifests generate build-installer >/dev/null; \
+	$(MAKE) --no-print-directory manifests generate build-installer api-docs >/dev/null; \
 	after=$$(find $(GENERATED) -type f | sort | xargs sha256sum); \
 	if [[ "$$before" != "$$after" ]]; then \
 	  echo "generated files were stale and have been regenerated: commit them"; \
@@ -81,9 +87,10 @@ envtest: ## Build (once) the envtest kube-apiserver, etcd and kubectl from Go mo
 	@hack/setup-envtest.sh
 
 .PHONY: test
-test: verify-generated vet $(KUSTOMIZE) $(HELM) ## Run every test: unit, envtest (toolchain set up automatically), the Dockerfile check and short fuzzing.
+test: verify-generated vet $(KUSTOMIZE) $(HELM) ## Run every test: unit, envtest (toolchain set up automatically), the Dockerfile and monitoring checks and short fuzzing.
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test ./... -coverprofile cover.out
 	$(MAKE) --no-print-directory test-dockerfile
+	$(MAKE) --no-print-directory test-monitoring
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: test-unit
@@ -96,8 +103,13 @@ test-dockerfile: ## Check the Dockerfile's targets, stages and build steps again
 	cd test/dockerfile && go vet ./... && go test ./...
 	cd hack/e2e/images && go vet ./... && go test ./...
 
+.PHONY: test-monitoring
+test-monitoring: ## Check the chart's Grafana dashboard and Prometheus rules with Prometheus's PromQL parser and rulefmt, and that they read only exported series.
+	@# A module of its own: Prometheus would upgrade much of the main module's dependencies.
+	cd test/monitoring && go vet ./... && go test ./...
+
 .PHONY: e2e
-e2e: ## Run the e2e suite on a real one-node cluster (kubelet + containerd) it brings up and tears down. Needs root; see README.
+e2e: ## Run the e2e suite on a real one-node cluster (kubelet + containerd) it brings up and tears down. Needs root; see docs/development.md.
 	hack/e2e/run.sh
 
 .PHONY: e2e-down
@@ -131,6 +143,12 @@ stream-paths: build ## Table: goose direct vs a plain proxy vs bin/adk2goose (an
 stream-targets: build ## Check adk2goose's binding targets on the workload users run: replies paced like a model, Poisson arrivals at concurrency 50, then one at a time; 3 runs each, medians.
 	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose -targets -runs 3 -replies 300 -reply-time 2s -arrivals poisson -concurrency 50 -goose-idle-timeout 5s
 	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose -targets -runs 3 -replies 40 -reply-time 500ms -concurrency 1
+
+.PHONY: dashboard-picture
+dashboard-picture: build ## Draw docs/images/dashboard.png: the dashboard's queries run by Prometheus's engine over a 4-minute recording of bin/adk2goose's /metrics under load.
+	rm -rf $(LOCALBIN)/dashboardshot && mkdir -p docs/images
+	go run ./hack/dashboardshot -adk2goose $(LOCALBIN)/adk2goose -out $(LOCALBIN)/dashboardshot/scrapes
+	cd test/monitoring && go run ./render -scrapes $(LOCALBIN)/dashboardshot/scrapes -out $(CURDIR)/docs/images/dashboard.png
 
 ##@ Build
 
@@ -192,6 +210,9 @@ $(KUSTOMIZE): hack/tools/go.mod
 
 $(HELM): hack/tools/go.mod
 	cd hack/tools && go build -o $@ helm.sh/helm/v4/cmd/helm
+
+$(CRD_REF_DOCS): hack/tools/go.mod
+	cd hack/tools && go build -o $@ github.com/elastic/crd-ref-docs
 
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

@@ -116,8 +116,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 // newFlagSet registers every flag of adk2goose on a new flag set, each
 // defaulting to its environment variable, and returns it with check, which
 // after Parse reports the values that did not parse (environment variables
-// and sizes). The README's tables of flags are kept to this set
-// (TestREADMENamesEveryFlag).
+// and sizes). The docs' tables of flags are kept to this set
+// (TestDocsNameEveryFlag).
 func newFlagSet(o *options, getenv func(string) string) (fs *flag.FlagSet, check func() error) {
 	fs = flag.NewFlagSet("adk2goose", flag.ContinueOnError)
 	var errs []error

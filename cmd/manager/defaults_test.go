@@ -14,7 +14,7 @@ func TestDefaultGooseImageIsNamedOnce(t *testing.T) {
 	for file, want := range map[string]string{
 		"config/manager/manager.yaml":       "- --goose-image=" + DefaultGooseImage + "\n",
 		"charts/goose-operator/values.yaml": "gooseImage: " + DefaultGooseImage + "\n",
-		"README.md":                         "`--goose-image` (default `" + DefaultGooseImage + "`)",
+		"docs/operations.md":                "`--goose-image` (default `" + DefaultGooseImage + "`)",
 		"dist/install.yaml":                 "- --goose-image=" + DefaultGooseImage + "\n",
 	} {
 		b, err := os.ReadFile(filepath.Join(root, file))

@@ -34,7 +34,7 @@ import (
 // public build notes dated 2026-09-11 rebase onto
 // ghcr.io/aaif-goose/goose:v1.48.0 and measure it (496 MB; goose, git, curl
 // and bash, no node or python). It is the one place naming the default:
-// config/manager, the chart's values and the README are checked against it
+// config/manager, the chart's values and docs/operations.md are checked against it
 // by TestDefaultGooseImageIsNamedOnce.
 const DefaultGooseImage = "ghcr.io/aaif-goose/goose:v1.48.0"
 

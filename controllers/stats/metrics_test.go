@@ -9,12 +9,12 @@ import (
 	"github.com/adk2goose/goose-operator/internal/testing/metricsdoc"
 )
 
-// The README's metrics table names every series the manager exports for an
+// The docs' metrics table names every series the manager exports for an
 // agent, with its labels.
-func TestREADMENamesEveryMetric(t *testing.T) {
+func TestDocsNameEveryMetric(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	if _, err := stats.NewMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
-	metricsdoc.Check(t, "../../README.md", "goose_operator_", reg)
+	metricsdoc.Check(t, "goose_operator_", reg)
 }

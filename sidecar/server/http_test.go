@@ -140,11 +140,11 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// The README's metrics table names every series the sidecar serves, with
+// The docs' metrics table names every series the sidecar serves, with
 // its labels (its own and the budget's; not the Go runtime's).
-func TestREADMENamesEveryMetric(t *testing.T) {
+func TestDocsNameEveryMetric(t *testing.T) {
 	sc := startSidecar(t, flavours[0].start(t, goosetest.Echo), t.TempDir())
-	metricsdoc.Check(t, "../../README.md", "adk2goose_", server.MetricsOf(sc.srv))
+	metricsdoc.Check(t, "adk2goose_", server.MetricsOf(sc.srv))
 }
 
 // TestDrainEndsOpenStreams: on shutdown a stream that outlives the drain

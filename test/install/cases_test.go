@@ -2,6 +2,7 @@ package install
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -137,8 +138,10 @@ func TestHelmAllOptions(t *testing.T) {
 		"ClusterRole/goose-operator-metrics-reader",
 		"ClusterRoleBinding/goose-operator-manager-rolebinding",
 		"ClusterRoleBinding/goose-operator-metrics-auth-rolebinding",
+		"ConfigMap/monitoring/goose-operator-dashboard",
 		"CustomResourceDefinition/" + crdName,
 		"Deployment/" + helmNS + "/goose-operator-controller-manager",
+		"PrometheusRule/" + helmNS + "/goose-operator-alerts",
 		"Role/" + helmNS + "/goose-operator-leader-election-role",
 		"RoleBinding/" + helmNS + "/goose-operator-leader-election-rolebinding",
 		"Service/" + helmNS + "/goose-operator-metrics",
@@ -169,6 +172,9 @@ func TestHelmAllOptions(t *testing.T) {
 		"--max-concurrent":     slices.Contains(c.Args, "--max-concurrent-reconciles=8"),
 		"extraArgs":            slices.Contains(c.Args, "--zap-log-level=debug"),
 		"serviceMonitor label": find(t, objs, "ServiceMonitor", "goose-operator-metrics").u.GetLabels()["release"] == "prometheus",
+		"dashboard folder":     find(t, objs, "ConfigMap", "goose-operator-dashboard").u.GetAnnotations()["k8s-sidecar-target-directory"] == "Agents",
+		"dashboard labels":     find(t, objs, "ConfigMap", "goose-operator-dashboard").u.GetLabels()["team"] == "agents",
+		"prometheusRule label": find(t, objs, "PrometheusRule", "goose-operator-alerts").u.GetLabels()["release"] == "prometheus",
 	}
 	for name, ok := range checks {
 		if !ok {
@@ -178,12 +184,64 @@ func TestHelmAllOptions(t *testing.T) {
 	if bad := restricted(d); len(bad) > 0 {
 		t.Errorf("manager Deployment violates the restricted Pod Security Standard: %v", bad)
 	}
-	crd, err := os.ReadFile(filepath.Join(root, "test", "install", "testdata", "servicemonitor-crd.yaml"))
+	applied := []object{namespace(), namespaceNamed("monitoring")}
+	for _, f := range []string{"servicemonitor-crd.yaml", "prometheusrule-crd.yaml"} {
+		crd, err := os.ReadFile(filepath.Join(root, "test", "install", "testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied = append(applied, parse(t, crd)...)
+	}
+	mustApplyDryRun(t, testenv.Shared(t), append(applied, objs...))
+}
+
+// TestHelmMonitoring: grafanaDashboard.enabled renders the dashboard file as
+// a ConfigMap the Grafana sidecar picks up (label grafana_dashboard: "1",
+// the folder annotation), prometheusRule.enabled the rule file's groups as
+// a PrometheusRule with the extra labels; both are off by default.
+func TestHelmMonitoring(t *testing.T) {
+	for _, id := range ids(mustHelmTemplate(t)) {
+		if strings.HasPrefix(id, "PrometheusRule/") || strings.HasPrefix(id, "ConfigMap/") {
+			t.Errorf("rendered by default: %s", id)
+		}
+	}
+	objs := mustHelmTemplate(t, "--set", "grafanaDashboard.enabled=true", "--set", "prometheusRule.enabled=true",
+		"--set", "prometheusRule.labels.release=prometheus", "--set", "grafanaDashboard.folder=Agents")
+
+	cm := decode[corev1.ConfigMap](t, find(t, objs, "ConfigMap", "goose-operator-dashboard"))
+	if cm.Namespace != helmNS || cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "Agents" {
+		t.Errorf("dashboard ConfigMap: namespace %q, labels %v, annotations %v", cm.Namespace, cm.Labels, cm.Annotations)
+	}
+	dashboard, err := os.ReadFile(filepath.Join(root, chartPath, "files", "grafana-dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.Shared(t)
-	mustApplyDryRun(t, env, append([]object{namespace()}, append(parse(t, crd), objs...)...))
+	var want, got any
+	if err := json.Unmarshal(dashboard, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(cm.Data["goose-operator-agents.json"]), &got); err != nil {
+		t.Fatalf("the ConfigMap's dashboard is not JSON: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("dashboard in the ConfigMap differs from files/grafana-dashboard.json (-want +got):\n%s", diff)
+	}
+
+	rule := find(t, objs, "PrometheusRule", "goose-operator-alerts").u
+	if rule.GetLabels()["release"] != "prometheus" || rule.GetNamespace() != helmNS {
+		t.Errorf("PrometheusRule: namespace %q, labels %v", rule.GetNamespace(), rule.GetLabels())
+	}
+	rules, err := os.ReadFile(filepath.Join(root, chartPath, "files", "prometheus-rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantRules map[string]any
+	if err := yaml.Unmarshal(rules, &wantRules); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantRules["groups"], rule.Object["spec"].(map[string]any)["groups"]); diff != "" {
+		t.Errorf("PrometheusRule groups differ from files/prometheus-rules.yaml (-want +got):\n%s", diff)
+	}
 }
 
 // TestHelmMetricsVariants: plain-HTTP and disabled metrics change the

@@ -240,7 +240,10 @@ func mustApplyDryRun(t *testing.T, env *testenv.Env, objs []object) {
 
 // namespace is the release namespace (helmNS) Helm expects to exist,
 // labelled like config/manager's so PodSecurity checks the Deployment.
-func namespace() object {
+func namespace() object { return namespaceNamed(helmNS) }
+
+// namespaceNamed is a Namespace that enforces the restricted standard.
+func namespaceNamed(name string) object {
 	raw := []byte(fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
@@ -248,7 +251,7 @@ metadata:
   labels:
     pod-security.kubernetes.io/enforce: restricted
     pod-security.kubernetes.io/warn: restricted
-`, helmNS))
+`, name))
 	u := &unstructured.Unstructured{}
 	_ = yaml.Unmarshal(raw, &u.Object) // a constant document
 	return object{raw: raw, u: u}

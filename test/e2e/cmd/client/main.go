@@ -365,8 +365,8 @@ func runA2A(ctx context.Context, hc *http.Client, cards remoteagent.AgentCardPro
 // interfaces are plain http on anything but a loopback host, and the sidecar
 // serves plain HTTP inside the cluster. This provider keeps adk-go's other
 // rule, that every interface shares the origin the card was asked from, so a
-// card cannot send the bearer token elsewhere. README "Using an agent from
-// ADK" shows the same function.
+// card cannot send the bearer token elsewhere. docs/using.md "ADK Go over A2A"
+// shows the same function.
 func InClusterCardProvider(source string) remoteagent.AgentCardProvider {
 	return func(ctx context.Context) (*a2a.AgentCard, error) {
 		src, err := neturl.Parse(source)
