@@ -109,7 +109,9 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 	// The task store a2asrv would make by default, kept to answer peers'
 	// owner queries.
 	s.tasks = taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
-	h := a2asrv.NewHandler(s.a2aExec, a2asrv.WithLogger(s.log), a2asrv.WithTaskStore(s.tasks))
+	h := a2asrv.NewHandler(s.a2aExec, a2asrv.WithLogger(s.log),
+		a2asrv.WithTaskStore(callerTasks{Store: s.tasks, admin: s.isAdmin}),
+		a2asrv.WithCallInterceptors(callerInterceptor{}))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
 	mux.Handle(A2APathV1, a2asrv.NewJSONRPCHandler(h))
 	mux.Handle(A2APathV03, a2av0.NewJSONRPCHandler(h))
