@@ -40,18 +40,19 @@ const (
 type KubernetesConfig struct {
 	// REST reaches the API server with the sidecar's own ServiceAccount,
 	// which may create tokenreviews and subjectaccessreviews. Required.
-	REST *rest.Config
+	REST *rest.Config `json:"-"`
 	// Audience a token must be issued for (the agent's). Required.
-	Audience string
+	Audience string `json:"audience"`
 	// Namespace and Agent name the GooseAgent a caller must be allowed to
 	// use. Required.
-	Namespace, Agent string
+	Namespace string `json:"namespace"`
+	Agent     string `json:"agent"`
 	// TokenCacheTTL, AllowCacheTTL and DenyCacheTTL default to the Default
 	// constants.
-	TokenCacheTTL, AllowCacheTTL, DenyCacheTTL time.Duration
+	TokenCacheTTL, AllowCacheTTL, DenyCacheTTL time.Duration `json:"-"`
 	// Backoff retries a failed review; default controller-runtime's (about
 	// 5 s in all before the request gets 503).
-	Backoff *wait.Backoff
+	Backoff *wait.Backoff `json:"-"`
 }
 
 // Kubernetes verifies bearer tokens with a TokenReview bound to the agent's
