@@ -15,6 +15,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/internal/bearer"
 	"github.com/adk2goose/goose-operator/sidecar/identity"
+	"github.com/adk2goose/goose-operator/sidecar/peering"
 	"github.com/adk2goose/goose-operator/sidecar/server"
 	"github.com/adk2goose/goose-operator/sidecar/workspace"
 )
@@ -245,4 +246,66 @@ func TestIdentityUnauthenticated(t *testing.T) {
 			t.Fatalf("%s: %d %q %s", name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), out)
 		}
 	}
+}
+
+// TestIdentityAcrossReplicas: a request another pod serves runs there as
+// the caller this pod verified, carried in a form only peers can send.
+func TestIdentityAcrossReplicas(t *testing.T) {
+	rs := startReplicaSet(t, func(_ int, c *server.Config) { withIdentity(c) })
+	owner, other := rs.pods[0], rs.pods[1]
+	alicePath := "/apps/" + appName + "/users/" + url.PathEscape(alice) + "/sessions"
+
+	// An A2A context that pod 0 has, continued through pod 1: it must run
+	// as alice in her session there, not as a user made from the context.
+	a0 := a2aAs(t, owner.URL, aliceToken)
+	res, err := a0.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("one"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	before := len(owner.sessionOf(aliceToken, alice, task.ContextID)["events"].([]any))
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("two"))
+	msg.ContextID = task.ContextID
+	// Straight to pod 1: a client of the card would go through the balancer.
+	if out := other.rpc(aliceToken, "SendMessage", &a2a.SendMessageRequest{Message: msg}); out["error"] != nil {
+		t.Fatalf("alice's message through the other pod: %v", out["error"])
+	}
+	if after := len(owner.sessionOf(aliceToken, alice, task.ContextID)["events"].([]any)); after <= before {
+		t.Fatalf("the forwarded message did not reach alice's session on its pod: %d events, had %d", after, before)
+	}
+	if out := other.rpc(aliceToken, "GetTask", &a2a.GetTaskRequest{ID: task.ID}); out["error"] != nil {
+		t.Fatalf("alice cannot get her task through the other pod: %v", out["error"])
+	}
+	if out := other.rpc(bobToken, "GetTask", &a2a.GetTaskRequest{ID: task.ID}); out["error"] == nil {
+		t.Fatalf("bob got alice's task through the other pod: %v", out["result"])
+	}
+
+	// A REST session on pod 0, read through pod 1.
+	if code, body := owner.doWith(http.MethodPost, alicePath+"/r1", nil, bearerOf(aliceToken)); code != http.StatusOK {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	if code, body := other.doWith(http.MethodGet, alicePath+"/r1", nil, bearerOf(aliceToken)); code != http.StatusOK {
+		t.Fatalf("alice through the other pod: %d %s", code, body)
+	}
+	// bob cannot pose as alice with the headers peers use, even marked as
+	// a hop, on either pod.
+	for _, p := range rs.pods {
+		code, body := p.doWith(http.MethodGet, alicePath+"/r1", nil, map[string]string{
+			"Authorization": "Bearer " + bobToken, peering.HopHeader: "1", identity.HeaderUser: alice,
+		})
+		if code != http.StatusForbidden {
+			t.Fatalf("bob with a forged hop: %d %s", code, body)
+		}
+	}
+}
+
+// rpc sends one A2A 1.0 JSON-RPC call to this pod and returns the answer.
+func (s *sidecar) rpc(token, method string, params any) map[string]any {
+	s.t.Helper()
+	code, body := s.doWith(http.MethodPost, server.A2APathV1, map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, bearerOf(token))
+	var out map[string]any
+	if code != http.StatusOK || json.Unmarshal(body, &out) != nil {
+		s.t.Fatalf("%s: %d %s", method, code, body)
+	}
+	return out
 }

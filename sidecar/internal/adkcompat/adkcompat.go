@@ -18,6 +18,8 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/adk/session"
 	"google.golang.org/adk/session/database"
+
+	"github.com/adk2goose/goose-operator/sidecar/identity"
 )
 
 // Migrate migrates adk-go's database session service svc, whose database is
@@ -81,10 +83,15 @@ func StoredTimeAfter(t time.Time) time.Time { return StoredTime(t).Add(time.Micr
 
 // A2AUserID is the ADK user adka2a runs an A2A context as: a2asrv's
 // authenticated user when the call has one, else "A2A_USER_" + contextID
-// (adka2a's toInvocationMeta). The session is the context itself.
+// (adka2a's toInvocationMeta). The session is the context itself. Before
+// a2asrv has made the call's context (the peer router), the verified
+// caller is that user: the server's interceptor makes it a2asrv's.
 func A2AUserID(ctx context.Context, contextID string) string {
 	if cc, ok := a2asrv.CallContextFrom(ctx); ok && cc.User != nil && cc.User.Name != "" {
 		return cc.User.Name
+	}
+	if c, ok := identity.CallerFrom(ctx); ok {
+		return c.User
 	}
 	return "A2A_USER_" + contextID
 }
