@@ -27,7 +27,7 @@ type issuer struct {
 	down atomic.Bool
 }
 
-func newIssuer(t *testing.T) *issuer {
+func newIssuer(t testing.TB) *issuer {
 	t.Helper()
 	is := &issuer{key: newRSAKey(t), kid: "k1"}
 	mux := http.NewServeMux()
@@ -53,7 +53,7 @@ func newIssuer(t *testing.T) *issuer {
 	return is
 }
 
-func newRSAKey(t *testing.T) *rsa.PrivateKey {
+func newRSAKey(t testing.TB) *rsa.PrivateKey {
 	t.Helper()
 	k, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -71,7 +71,7 @@ func (is *issuer) claims(sub string) map[string]any {
 	}
 }
 
-func sign(t *testing.T, alg jose.SignatureAlgorithm, key any, kid string, claims map[string]any) string {
+func sign(t testing.TB, alg jose.SignatureAlgorithm, key any, kid string, claims map[string]any) string {
 	t.Helper()
 	s, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", kid).WithType("JWT"))
 	if err != nil {
@@ -89,7 +89,7 @@ func sign(t *testing.T, alg jose.SignatureAlgorithm, key any, kid string, claims
 	return out
 }
 
-func (is *issuer) token(t *testing.T, claims map[string]any) string {
+func (is *issuer) token(t testing.TB, claims map[string]any) string {
 	return sign(t, jose.RS256, is.key, is.kid, claims)
 }
 

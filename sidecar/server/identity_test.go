@@ -12,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/adk2goose/goose-operator/internal/bearer"
 	"github.com/adk2goose/goose-operator/sidecar/identity"
@@ -231,6 +232,15 @@ func TestCrossUserMatrix(t *testing.T) {
 	if _, err := a2aAs(t, sc.URL, rootToken).GetTask(t.Context(), &a2a.GetTaskRequest{ID: bobTask.ID}); err != nil {
 		t.Fatalf("an admin cannot get bob's task: %v", err)
 	}
+
+	// Two users used the agent; the metric counts them without naming them.
+	if n := sc.stats().Users; n != 2 {
+		t.Fatalf("stats count %d users, want 2", n)
+	}
+	code, body = sc.doWith(http.MethodGet, "/metrics", nil, bearerOf(aliceToken))
+	if code != http.StatusOK || !strings.Contains(string(body), "\nadk2goose_users 2\n") || strings.Contains(string(body), alice) {
+		t.Fatalf("metrics: %d, adk2goose_users missing or a user named:\n%s", code, body)
+	}
 }
 
 // TestIdentityUnauthenticated: no token or an unknown one gets 401 with a
@@ -308,4 +318,64 @@ func (s *sidecar) rpc(token, method string, params any) map[string]any {
 		s.t.Fatalf("%s: %d %s", method, code, body)
 	}
 	return out
+}
+
+// oidcVerifier is tokenVerifier declaring an OIDC issuer.
+type oidcVerifier struct{ tokenVerifier }
+
+func (oidcVerifier) Scheme() identity.Scheme {
+	return identity.Scheme{OpenIDConnectURL: "https://issuer.example/.well-known/openid-configuration"}
+}
+
+// TestAgentCardDeclaresScheme: in an identity mode the card names its
+// scheme, readable by A2A 1.0 clients (a2a-go v2, adk-go) and 0.3 ones.
+func TestAgentCardDeclaresScheme(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		verifier identity.Verifier
+		check    func(a2a.SecurityScheme) bool
+	}{
+		{"bearer", testCallers, func(s a2a.SecurityScheme) bool {
+			h, ok := s.(a2a.HTTPAuthSecurityScheme)
+			return ok && strings.EqualFold(h.Scheme, "bearer")
+		}},
+		{"oidc", oidcVerifier{testCallers}, func(s a2a.SecurityScheme) bool {
+			o, ok := s.(a2a.OpenIDConnectSecurityScheme)
+			return ok && strings.HasPrefix(o.OpenIDConnectURL, "https://issuer.example/")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := startSidecar(t, flavours[0].start(t, nil), t.TempDir(), func(c *server.Config) { c.Identity = tc.verifier })
+			card, err := agentcard.NewResolver(http.DefaultClient).Resolve(t.Context(), sc.URL)
+			if err != nil {
+				t.Fatalf("an A2A 1.0 client cannot read the card: %v", err)
+			}
+			if len(card.SecuritySchemes) != 1 || len(card.SecurityRequirements) != 1 {
+				t.Fatalf("card schemes %v, requirements %v", card.SecuritySchemes, card.SecurityRequirements)
+			}
+			for name, s := range card.SecuritySchemes {
+				if !tc.check(s) {
+					t.Fatalf("scheme %s = %#v", name, s)
+				}
+				if _, ok := card.SecurityRequirements[0][name]; !ok {
+					t.Fatalf("requirements %v do not name scheme %s", card.SecurityRequirements, name)
+				}
+			}
+			code, raw := sc.doWith(http.MethodGet, "/.well-known/agent-card.json", nil, nil)
+			if code != http.StatusOK {
+				t.Fatalf("card: %d", code)
+			}
+			v03, err := a2av0.NewAgentCardParser()(raw)
+			if err != nil {
+				t.Fatalf("an A2A 0.3 client cannot read the card: %v", err)
+			}
+			if len(v03.SecuritySchemes) != 1 {
+				t.Fatalf("0.3 schemes %v", v03.SecuritySchemes)
+			}
+			var fields map[string]any
+			if err := json.Unmarshal(raw, &fields); err != nil || fields["security"] == nil {
+				t.Fatalf("the card lacks A2A 0.3's security: %s", raw)
+			}
+		})
+	}
 }

@@ -319,6 +319,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	s.metrics = newMetrics()
+	s.metrics.countUsers(func() (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return s.countUsers(ctx)
+	})
 	if err := s.openBudget(ctx); err != nil {
 		return nil, err
 	}

@@ -66,6 +66,15 @@ func SessionExists(ctx context.Context, db *sql.DB, app, user, id string) (bool,
 	return true, nil
 }
 
+// CountUsers counts the distinct ADK users with a session of app.
+func CountUsers(ctx context.Context, db *sql.DB, app string) (int, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(DISTINCT user_id) FROM sessions WHERE app_name = ?", app).Scan(&n); err != nil {
+		return 0, fmt.Errorf("failed to count users: %w", err)
+	}
+	return n, nil
+}
+
 // StoredTime is t as the database session service stores an event's
 // timestamp: in whole microseconds.
 //
