@@ -763,3 +763,42 @@ func updateAgent(t testing.TB, ns, name string, mutate func(a *agentsv1alpha1.Go
 	}
 	return a
 }
+
+// TestReviewBindingFollowsTheMode: the review binding of an agent in mode
+// kubernetes goes when the agent leaves the mode and when it is deleted,
+// and the finalizer with it, so the agent itself goes.
+func TestReviewBindingFollowsTheMode(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, "review")
+	startManager(t, harnessOpts{})
+	ctx := context.Background()
+	c := loadCase(t, "auth-kubernetes")
+	createCase(t, c, ns)
+	key := client.ObjectKey{Name: render.ReviewBindingName(&agentsv1alpha1.GooseAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Agent.Name}})}
+	gone := func(what string, get func() error) {
+		t.Helper()
+		eventually(t, what+" removed", func() error {
+			if err := get(); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (err %v)", err)
+			}
+			return nil
+		})
+	}
+	getCRB := func() error { return env.Client.Get(ctx, key, &rbacv1.ClusterRoleBinding{}) }
+	eventually(t, "review binding", getCRB)
+	updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
+		a.Spec.Sidecar.Auth = agentsv1alpha1.SidecarAuth{Mode: agentsv1alpha1.AuthModeToken}
+	})
+	gone("review binding (token mode)", getCRB)
+	updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
+		a.Spec.Sidecar.Auth = agentsv1alpha1.SidecarAuth{Mode: agentsv1alpha1.AuthModeKubernetes}
+	})
+	eventually(t, "review binding again", getCRB)
+	if err := env.Client.Delete(ctx, getAgent(t, ns, c.Agent.Name)); err != nil {
+		t.Fatal(err)
+	}
+	gone("review binding (agent deleted)", getCRB)
+	gone("agent", func() error {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Agent.Name}, &agentsv1alpha1.GooseAgent{})
+	})
+}
