@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/adk2goose/goose-operator/internal/bearer"
+	"github.com/adk2goose/goose-operator/internal/testing/syncbuf"
 	"github.com/adk2goose/goose-operator/sidecar/identity"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
 	"github.com/adk2goose/goose-operator/sidecar/server"
@@ -243,18 +245,47 @@ func TestCrossUserMatrix(t *testing.T) {
 	}
 }
 
-// TestIdentityUnauthenticated: no token or an unknown one gets 401 with a
-// challenge.
-func TestIdentityUnauthenticated(t *testing.T) {
-	sc := startSidecar(t, flavours[0].start(t, nil), t.TempDir(), withIdentity)
-	for name, hdr := range map[string]map[string]string{
-		"none":    nil,
-		"unknown": bearerOf("forged"),
+// downVerifier is a verifier whose authority cannot be reached.
+type downVerifier struct{ tokenVerifier }
+
+func (downVerifier) Verify(*http.Request) (identity.Caller, error) {
+	return identity.Caller{}, fmt.Errorf("%w: TokenReview failed", identity.ErrUnavailable)
+}
+
+// TestIdentityRefusals: no token or an unknown one gets 401 with a
+// challenge, an unreachable authority 503 with Retry-After; each with a
+// JSON reason, and the token in neither the answer nor the log.
+func TestIdentityRefusals(t *testing.T) {
+	const secret = "a-token-that-must-not-leak"
+	for _, tc := range []struct {
+		name     string
+		verifier identity.Verifier
+		hdr      map[string]string
+		status   int
+		header   string
+	}{
+		{"no token", testCallers, nil, http.StatusUnauthorized, "WWW-Authenticate"},
+		{"unknown token", testCallers, bearerOf(secret), http.StatusUnauthorized, "WWW-Authenticate"},
+		{"authority down", downVerifier{testCallers}, bearerOf(secret), http.StatusServiceUnavailable, "Retry-After"},
 	} {
-		resp, out := sc.exchange(http.MethodGet, "/list-apps", nil, hdr)
-		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
-			t.Fatalf("%s: %d %q %s", name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), out)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			var logs syncbuf.Buffer
+			sc := startSidecar(t, flavours[0].start(t, nil), t.TempDir(), func(c *server.Config) {
+				c.Identity = tc.verifier
+				c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			})
+			resp, out := sc.exchange(http.MethodGet, "/list-apps", nil, tc.hdr)
+			var e map[string]string
+			if resp.StatusCode != tc.status || resp.Header.Get(tc.header) == "" || json.Unmarshal(out, &e) != nil || e["error"] == "" {
+				t.Fatalf("%d %s=%q %s", resp.StatusCode, tc.header, resp.Header.Get(tc.header), out)
+			}
+			if !strings.Contains(logs.String(), "unauthorized request") {
+				t.Fatalf("the refusal was not logged, so the check below would be vacuous:\n%s", logs.String())
+			}
+			if strings.Contains(string(out), secret) || strings.Contains(logs.String(), secret) {
+				t.Fatalf("the token leaked:\n%s\n%s", out, logs.String())
+			}
+		})
 	}
 }
 
