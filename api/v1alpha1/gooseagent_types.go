@@ -861,6 +861,11 @@ type SessionStats struct {
 	Total int64 `json:"total"`
 	// Active is the number of sessions with a reply in flight or used recently.
 	Active int64 `json:"active"`
+	// Users is the number of distinct ADK users with a session (in modes
+	// kubernetes and oidc, the callers who used the agent), summed over the
+	// replicas: a user with sessions on two replicas counts twice.
+	// +optional
+	Users int64 `json:"users,omitempty"`
 }
 
 // TokenStats counts tokens.

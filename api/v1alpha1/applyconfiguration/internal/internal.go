@@ -473,6 +473,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: total
       type:
         scalar: numeric
+    - name: users
+      type:
+        scalar: numeric
 - name: com.github.adk2goose.goose-operator.api.v1alpha1.SidecarAuth
   map:
     fields:
