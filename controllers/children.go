@@ -20,6 +20,7 @@ import (
 // reads markers only from comments apart from a declaration's doc).
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
@@ -32,6 +33,7 @@ import (
 var childKinds = []childKind{
 	kindOf(corev1ac.ExtractSecret),
 	kindOf(corev1ac.ExtractConfigMap),
+	kindOf(corev1ac.ExtractServiceAccount),
 	kindOf(corev1ac.ExtractService),
 	kindOf(extractStatefulSet),
 	kindOf(netv1ac.ExtractNetworkPolicy),

@@ -149,6 +149,9 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.Get(ctx, req.NamespacedName, a); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if err := r.syncReviewBinding(ctx, a); err != nil {
+		return ctrl.Result{}, err
+	}
 	if !a.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // children go with it through owner references
 	}

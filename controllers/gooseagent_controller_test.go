@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -228,7 +229,15 @@ func deleteAgentsAndChildren(t testing.TB, ns string) {
 		}
 		items, _ := meta.ExtractList(l)
 		for _, it := range items {
-			if err := env.Client.Delete(ctx, it.(client.Object)); err != nil && !apierrors.IsNotFound(err) {
+			o := it.(client.Object)
+			if len(o.GetFinalizers()) > 0 { // the stopped manager no longer removes them
+				patch := client.MergeFrom(o.DeepCopyObject().(client.Object))
+				o.SetFinalizers(nil)
+				if err := env.Client.Patch(ctx, o, patch); err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+			}
+			if err := env.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 				t.Fatal(err)
 			}
 		}
@@ -279,6 +288,16 @@ func TestGoldenChildren(t *testing.T) {
 			}
 			if a.Spec.NetworkPolicy != nil {
 				wantNames = append(wantNames, "NetworkPolicy/"+render.NetworkPolicyName(a))
+			}
+			if render.IsKubernetesMode(a) {
+				wantNames = append(wantNames, "ServiceAccount/"+render.ServiceAccountName(a))
+				crb := &rbacv1.ClusterRoleBinding{}
+				eventually(t, "review binding", func() error {
+					return env.Client.Get(context.Background(), client.ObjectKey{Name: render.ReviewBindingName(a)}, crb)
+				})
+				if crb.RoleRef.Name != "system:auth-delegator" || len(crb.Subjects) != 1 || crb.Subjects[0].Name != render.ServiceAccountName(a) || crb.Subjects[0].Namespace != a.Namespace {
+					t.Errorf("review binding %+v", crb)
+				}
 			}
 			sort.Strings(wantNames)
 			if diff := cmp.Diff(wantNames, labelledChildren(t, a)); diff != "" {
@@ -743,4 +762,43 @@ func updateAgent(t testing.TB, ns, name string, mutate func(a *agentsv1alpha1.Go
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestReviewBindingFollowsTheMode: the review binding of an agent in mode
+// kubernetes goes when the agent leaves the mode and when it is deleted,
+// and the finalizer with it, so the agent itself goes.
+func TestReviewBindingFollowsTheMode(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, "review")
+	startManager(t, harnessOpts{})
+	ctx := context.Background()
+	c := loadCase(t, "auth-kubernetes")
+	createCase(t, c, ns)
+	key := client.ObjectKey{Name: render.ReviewBindingName(&agentsv1alpha1.GooseAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Agent.Name}})}
+	gone := func(what string, get func() error) {
+		t.Helper()
+		eventually(t, what+" removed", func() error {
+			if err := get(); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (err %v)", err)
+			}
+			return nil
+		})
+	}
+	getCRB := func() error { return env.Client.Get(ctx, key, &rbacv1.ClusterRoleBinding{}) }
+	eventually(t, "review binding", getCRB)
+	updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
+		a.Spec.Sidecar.Auth = agentsv1alpha1.SidecarAuth{Mode: agentsv1alpha1.AuthModeToken}
+	})
+	gone("review binding (token mode)", getCRB)
+	updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
+		a.Spec.Sidecar.Auth = agentsv1alpha1.SidecarAuth{Mode: agentsv1alpha1.AuthModeKubernetes}
+	})
+	eventually(t, "review binding again", getCRB)
+	if err := env.Client.Delete(ctx, getAgent(t, ns, c.Agent.Name)); err != nil {
+		t.Fatal(err)
+	}
+	gone("review binding (agent deleted)", getCRB)
+	gone("agent", func() error {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Agent.Name}, &agentsv1alpha1.GooseAgent{})
+	})
 }

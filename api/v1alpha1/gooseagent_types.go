@@ -601,7 +601,8 @@ type SidecarSpec struct {
 	// +optional
 	Port int32 `json:"port,omitempty"`
 
-	// Auth configures the bearer token clients must present.
+	// Auth configures how the sidecar verifies its callers.
+	// +kubebuilder:default={}
 	// +optional
 	Auth SidecarAuth `json:"auth,omitempty"`
 
@@ -614,13 +615,113 @@ type SidecarSpec struct {
 	CORSAllowedOrigins []string `json:"corsAllowedOrigins,omitempty"`
 }
 
+// AuthMode says how the sidecar verifies its callers.
+// +kubebuilder:validation:Enum=token;kubernetes;oidc
+type AuthMode string
+
+const (
+	// AuthModeToken: one shared token; the ADK user is whatever the client
+	// names. The default: it needs no RBAC for clients and no identity
+	// provider, and existing clients keep working.
+	AuthModeToken AuthMode = "token"
+	// AuthModeKubernetes: a token the cluster accepts for the agent's
+	// audience (a projected ServiceAccount token), whose subject RBAC lets
+	// `use` gooseagents/invoke on this agent. The caller is the ADK user.
+	AuthModeKubernetes AuthMode = "kubernetes"
+	// AuthModeOIDC: an ID token of an OIDC issuer. The caller is the ADK user.
+	AuthModeOIDC AuthMode = "oidc"
+)
+
 // SidecarAuth configures inbound authentication of the sidecar.
+// +kubebuilder:validation:XValidation:rule="(has(self.mode) && self.mode == 'oidc') == has(self.oidc)",message="spec.sidecar.auth.oidc is required with mode oidc and allowed only with it",fieldPath=".oidc"
+// +kubebuilder:validation:XValidation:rule="!has(self.kubernetes) || (has(self.mode) && self.mode == 'kubernetes')",message="spec.sidecar.auth.kubernetes is allowed only with mode kubernetes",fieldPath=".kubernetes"
+// +kubebuilder:validation:XValidation:rule="!has(self.adminGroups) || (has(self.mode) && self.mode != 'token')",message="spec.sidecar.auth.adminGroups needs mode kubernetes or oidc: in token mode every client may act for every user",fieldPath=".adminGroups"
 type SidecarAuth struct {
+	// Mode is how callers are verified: token (the default), kubernetes or
+	// oidc. In kubernetes and oidc modes the verified caller is the ADK user
+	// of every request, and a request naming another user is refused.
+	// +kubebuilder:default=token
+	// +optional
+	Mode AuthMode `json:"mode,omitempty"`
+
 	// TokenSecretRef names the Secret key holding the token clients send as
 	// `Authorization: Bearer`, `X-API-Key` or `api_key`. Unset: the operator
-	// generates one and keeps it in the Secret named <agent>-adk2goose.
+	// generates one and keeps it in the Secret named <agent>-adk2goose. In
+	// kubernetes and oidc modes the token authenticates only the agent's
+	// pods to each other: whoever can read it can act for every user.
 	// +optional
 	TokenSecretRef *SecretKeyRef `json:"tokenSecretRef,omitempty"`
+
+	// Kubernetes configures mode kubernetes.
+	// +optional
+	Kubernetes *KubernetesAuth `json:"kubernetes,omitempty"`
+
+	// OIDC configures mode oidc; required with it.
+	// +optional
+	OIDC *OIDCAuth `json:"oidc,omitempty"`
+
+	// AdminGroups lists groups whose members may act for every user and
+	// use the routes that are about no one user (traces, evals). Kubernetes
+	// groups (such as system:serviceaccounts:<namespace>) or the OIDC groups
+	// claim's values.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=set
+	// +optional
+	AdminGroups []string `json:"adminGroups,omitempty"`
+}
+
+// KubernetesAuth configures the kubernetes mode.
+type KubernetesAuth struct {
+	// Audience a client's token must be issued for. Default
+	// agents.adk2goose.dev/<namespace>/<name>.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Audience string `json:"audience,omitempty"`
+}
+
+// OIDCAuth configures the oidc mode.
+type OIDCAuth struct {
+	// IssuerURL is the issuer, an https URL; its discovery document is
+	// <issuerURL>/.well-known/openid-configuration.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() == 'https'",message="spec.sidecar.auth.oidc.issuerURL must be an https URL"
+	// +required
+	IssuerURL string `json:"issuerURL"`
+	// Audience a token must be issued for (its aud claim; the client ID).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Audience string `json:"audience"`
+	// UserClaim names the claim that is the ADK user.
+	// +kubebuilder:default=sub
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	UserClaim string `json:"userClaim,omitempty"`
+	// GroupsClaim names the claim listing the caller's groups.
+	// +kubebuilder:default=groups
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	GroupsClaim string `json:"groupsClaim,omitempty"`
+	// AllowedUsers and AllowedGroups, when either is set, admit only those
+	// users and members of those groups; both unset admit every caller the
+	// issuer vouches for.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=set
+	// +optional
+	AllowedUsers []string `json:"allowedUsers,omitempty"`
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=set
+	// +optional
+	AllowedGroups []string `json:"allowedGroups,omitempty"`
 }
 
 // PodTemplateOverrides are applied to the agent pods.
@@ -760,6 +861,11 @@ type SessionStats struct {
 	Total int64 `json:"total"`
 	// Active is the number of sessions with a reply in flight or used recently.
 	Active int64 `json:"active"`
+	// Users is the number of distinct ADK users with a session (in modes
+	// kubernetes and oidc, the callers who used the agent), summed over the
+	// replicas: a user with sessions on two replicas counts twice.
+	// +optional
+	Users int64 `json:"users,omitempty"`
 }
 
 // TokenStats counts tokens.

@@ -92,6 +92,7 @@ func TestDefaults(t *testing.T) {
 		{"spec.mode", s.Mode, agentsv1alpha1.ModeAuto},
 		{"spec.storage.size", s.Storage.Size.String(), "1Gi"},
 		{"spec.sidecar.port", s.Sidecar.Port, int32(8080)},
+		{"spec.sidecar.auth.mode (existing clients keep working)", s.Sidecar.Auth.Mode, agentsv1alpha1.AuthModeToken},
 		{"spec.workspace.mountPath", s.Workspace.MountPath, "/workspace"},
 		{"spec.workspace.scope (a shared agent keeps sessions apart)", s.Workspace.Scope, agentsv1alpha1.WorkspaceScopeSession},
 		{"spec.workspace.retention", s.Workspace.Retention != nil && s.Workspace.Retention.Duration == agentsv1alpha1.DefaultWorkspaceRetention, true},
@@ -255,6 +256,27 @@ func TestInvalidAgentsAreRejected(t *testing.T) {
 			[]string{"metadata.name", "at most 47 characters"}},
 		{"name starting with a digit", func(g *agentsv1alpha1.GooseAgent) { g.Name = "1agent" },
 			[]string{"metadata.name", "starting with a letter"}},
+		{"unknown auth mode", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Sidecar.Auth.Mode = "mtls" },
+			[]string{"spec.sidecar.auth.mode", "Unsupported value"}},
+		{"oidc mode without its settings", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Sidecar.Auth.Mode = agentsv1alpha1.AuthModeOIDC },
+			[]string{"spec.sidecar.auth.oidc", "required with mode oidc"}},
+		{"oidc settings in kubernetes mode", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Sidecar.Auth.Mode = agentsv1alpha1.AuthModeKubernetes
+			g.Spec.Sidecar.Auth.OIDC = &agentsv1alpha1.OIDCAuth{IssuerURL: "https://dex.example.com", Audience: "a"}
+		}, []string{"spec.sidecar.auth.oidc", "only with it"}},
+		{"kubernetes settings in token mode", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Sidecar.Auth.Kubernetes = &agentsv1alpha1.KubernetesAuth{Audience: "a"}
+		}, []string{"spec.sidecar.auth.kubernetes", "only with mode kubernetes"}},
+		{"admin groups in token mode", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Sidecar.Auth.AdminGroups = []string{"ops"} },
+			[]string{"spec.sidecar.auth.adminGroups", "needs mode kubernetes or oidc"}},
+		{"oidc issuer over http", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Sidecar.Auth.Mode = agentsv1alpha1.AuthModeOIDC
+			g.Spec.Sidecar.Auth.OIDC = &agentsv1alpha1.OIDCAuth{IssuerURL: "http://dex.example.com", Audience: "a"}
+		}, []string{"spec.sidecar.auth.oidc.issuerURL", "https URL"}},
+		{"oidc without an audience", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Sidecar.Auth.Mode = agentsv1alpha1.AuthModeOIDC
+			g.Spec.Sidecar.Auth.OIDC = &agentsv1alpha1.OIDCAuth{IssuerURL: "https://dex.example.com"}
+		}, []string{"spec.sidecar.auth.oidc.audience"}},
 	}
 	if len(cases) < 15 {
 		t.Fatalf("the issue asks for at least 15 invalid agents, have %d", len(cases))

@@ -23,6 +23,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/rest"
+	"github.com/adk2goose/goose-operator/sidecar/identity"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
 	"github.com/adk2goose/goose-operator/sidecar/server"
 	"github.com/adk2goose/goose-operator/sidecar/workspace"
@@ -34,7 +35,7 @@ var version = "dev"
 type options struct {
 	listen, publicBaseURL, appName, description, dataDir string
 	gooseURL, gooseFlavor, gooseSecretFile, gooseWorkDir string
-	authTokenFile, corsOrigins                           string
+	authTokenFile, authConfigFile, corsOrigins           string
 	logLevel, logFormat                                  string
 	peersHost, podIP                                     string
 	budgetFile, podName, drainDir                        string
@@ -165,6 +166,7 @@ func newFlagSet(o *options, getenv func(string) string) (fs *flag.FlagSet, check
 	dur(&o.workspaceRetention, "workspace-retention", "ADK2GOOSE_WORKSPACE_RETENTION", 0, "remove user and session directories unused for this long (0: keep until the session is deleted)")
 	str(&o.workspaceSeedDir, "workspace-seed-dir", "ADK2GOOSE_WORKSPACE_SEED_DIR", "", "directory whose files are copied into every new user or session directory (a mounted ConfigMap)")
 	str(&o.authTokenFile, "auth-token-file", "ADK2GOOSE_AUTH_TOKEN_FILE", "", "file holding the inbound token clients must present")
+	str(&o.authConfigFile, "auth-config-file", "ADK2GOOSE_AUTH_CONFIG_FILE", "", "JSON file of how callers are verified (spec.sidecar.auth: mode token, kubernetes or oidc, and the admin groups); with a kubernetes or oidc mode the auth token authenticates only the agent's own pods to each other. Empty: token mode")
 	boolean(&o.insecureNoAuth, "insecure-no-auth", "ADK2GOOSE_INSECURE_NO_AUTH", false, "serve without inbound auth (development only)")
 	str(&o.corsOrigins, "cors-origins", "ADK2GOOSE_CORS_ORIGINS", "", "comma-separated browser origins allowed by CORS, or *")
 	dur(&o.activeWindow, "active-window", "ADK2GOOSE_ACTIVE_WINDOW", 10*time.Minute, "a session used within this window counts as active in /stats")
@@ -291,6 +293,16 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	} else {
 		log.Warn("inbound auth is disabled")
 	}
+	var auth identity.Settings
+	if o.authConfigFile != "" {
+		if auth, err = identity.ReadSettings(o.authConfigFile); err != nil {
+			return err
+		}
+	}
+	verifier, err := auth.Verifier(ctx)
+	if err != nil {
+		return err
+	}
 
 	var backend goose.Backend
 	switch goose.Flavor(o.gooseFlavor) {
@@ -352,6 +364,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		DataDir:             o.dataDir,
 		PublicBaseURL:       o.publicBaseURL,
 		AuthToken:           token,
+		Identity:            verifier,
+		AdminGroups:         auth.AdminGroups,
 		CORSOrigins:         origins,
 		ActiveWindow:        o.activeWindow,
 		SSEWriteTimeout:     o.sseWriteTimeout,

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/sidecar/identity"
 )
 
 // Fixed names, paths and ports of the agent pod.
@@ -84,6 +85,16 @@ const (
 	// config hash: a mounted ConfigMap key is updated in place, and the
 	// sidecar re-reads it, so changing the budget restarts nothing.
 	KeyBudget = "budget.json"
+	// KeyAuth is how the sidecar verifies callers (identity.Settings), in
+	// modes kubernetes and oidc. It is in the config hash: the sidecar reads
+	// it at start.
+	KeyAuth = "auth.json"
+	// AuthConfigDir is where the sidecar reads KeyAuth.
+	AuthConfigDir = "/etc/adk2goose/auth"
+	// APIAccessDir is where the sidecar alone, in mode kubernetes, gets its
+	// ServiceAccount's token for the review APIs (client-go's in-cluster
+	// path); the pod does not mount one, so goose never sees it.
+	APIAccessDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 	// PodUID is the goose image's user (uid 1000); the pod runs as it so that
 	// runAsNonRoot can be verified for images with a named USER.
@@ -127,7 +138,10 @@ type Desired struct {
 	ConfigMap       *corev1ac.ConfigMapApplyConfiguration
 	Service         *corev1ac.ServiceApplyConfiguration
 	HeadlessService *corev1ac.ServiceApplyConfiguration
-	StatefulSet     *appsv1ac.StatefulSetApplyConfiguration
+	// ServiceAccount is the sidecar's in mode kubernetes (unless
+	// spec.podTemplate.serviceAccountName names one); nil otherwise.
+	ServiceAccount *corev1ac.ServiceAccountApplyConfiguration
+	StatefulSet    *appsv1ac.StatefulSetApplyConfiguration
 	// NetworkPolicy is nil unless spec.networkPolicy is set.
 	NetworkPolicy *netv1ac.NetworkPolicyApplyConfiguration
 	// ConfigHash is the pod-template annotation value.
@@ -174,7 +188,66 @@ func ServiceName(a *agentsv1alpha1.GooseAgent) string   { return a.Name }
 func HeadlessServiceName(a *agentsv1alpha1.GooseAgent) string {
 	return a.Name + "-headless"
 }
-func StatefulSetName(a *agentsv1alpha1.GooseAgent) string   { return a.Name }
+func StatefulSetName(a *agentsv1alpha1.GooseAgent) string { return a.Name }
+
+// ServiceAccountName is the sidecar's rendered ServiceAccount in mode
+// kubernetes.
+func ServiceAccountName(a *agentsv1alpha1.GooseAgent) string { return a.Name + "-adk2goose" }
+
+// SidecarServiceAccount is the pods' ServiceAccount in mode kubernetes:
+// spec.podTemplate.serviceAccountName, else the rendered one.
+func SidecarServiceAccount(a *agentsv1alpha1.GooseAgent) string {
+	if n := a.Spec.PodTemplate.ServiceAccountName; n != "" {
+		return n
+	}
+	return ServiceAccountName(a)
+}
+
+// ReviewBindingName is the ClusterRoleBinding that lets the sidecar of an
+// agent in mode kubernetes review tokens and access.
+func ReviewBindingName(a *agentsv1alpha1.GooseAgent) string {
+	return "adk2goose:" + a.Namespace + ":" + a.Name
+}
+
+// IsKubernetesMode reports an agent in mode kubernetes.
+func IsKubernetesMode(a *agentsv1alpha1.GooseAgent) bool {
+	return authMode(a) == agentsv1alpha1.AuthModeKubernetes
+}
+
+// Audience is the audience clients' tokens must name in mode kubernetes.
+func Audience(a *agentsv1alpha1.GooseAgent) string {
+	if k := a.Spec.Sidecar.Auth.Kubernetes; k != nil && k.Audience != "" {
+		return k.Audience
+	}
+	return agentsv1alpha1.GroupVersion.Group + "/" + a.Namespace + "/" + a.Name
+}
+
+func authMode(a *agentsv1alpha1.GooseAgent) agentsv1alpha1.AuthMode {
+	if m := a.Spec.Sidecar.Auth.Mode; m != "" {
+		return m
+	}
+	return agentsv1alpha1.AuthModeToken
+}
+
+// authSettings is the sidecar's auth file; nil in token mode.
+func authSettings(a *agentsv1alpha1.GooseAgent) *identity.Settings {
+	auth := a.Spec.Sidecar.Auth
+	s := &identity.Settings{Mode: string(authMode(a)), AdminGroups: auth.AdminGroups}
+	switch authMode(a) {
+	case agentsv1alpha1.AuthModeKubernetes:
+		s.Kubernetes = &identity.KubernetesConfig{Audience: Audience(a), Namespace: a.Namespace, Agent: a.Name}
+	case agentsv1alpha1.AuthModeOIDC:
+		if o := auth.OIDC; o != nil {
+			s.OIDC = &identity.OIDCConfig{
+				IssuerURL: o.IssuerURL, Audience: o.Audience, UserClaim: o.UserClaim, GroupsClaim: o.GroupsClaim,
+				AllowedUsers: o.AllowedUsers, AllowedGroups: o.AllowedGroups,
+			}
+		}
+	default:
+		return nil
+	}
+	return s
+}
 func NetworkPolicyName(a *agentsv1alpha1.GooseAgent) string { return a.Name }
 
 // SelectorLabels select the agent's pods; they never change.
@@ -314,7 +387,13 @@ func Build(in Inputs) (*Desired, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.ConfigHash = configHash(a, cfg, secretCfg, in)
+	d.ConfigHash = configHash(a, cfg, secretCfg, d.ConfigMap.Data[KeyAuth], in)
+	if authMode(a) == agentsv1alpha1.AuthModeKubernetes && a.Spec.PodTemplate.ServiceAccountName == "" {
+		d.ServiceAccount = corev1ac.ServiceAccount(ServiceAccountName(a), a.Namespace).
+			WithLabels(Labels(a)).
+			WithOwnerReferences(ownerRef(a)).
+			WithAutomountServiceAccountToken(false)
+	}
 	d.Service = buildService(a, false)
 	d.HeadlessService = buildService(a, true)
 	sts, err := buildStatefulSet(a, in.Defaults, env, d.ConfigHash)
@@ -344,7 +423,7 @@ func ownerRef(a *agentsv1alpha1.GooseAgent) *metav1ac.OwnerReferenceApplyConfigu
 
 // configHash covers the rendered config, the generated values and every
 // referenced value, in a fixed order.
-func configHash(a *agentsv1alpha1.GooseAgent, cfg, secretCfg string, in Inputs) string {
+func configHash(a *agentsv1alpha1.GooseAgent, cfg, secretCfg, authConfig string, in Inputs) string {
 	h := sha256.New()
 	write := func(k, v string) {
 		// Length-prefixing keeps "ab"+"c" apart from "a"+"bc".
@@ -353,6 +432,9 @@ func configHash(a *agentsv1alpha1.GooseAgent, cfg, secretCfg string, in Inputs) 
 	write("config.yaml", cfg)
 	write("secret-config.yaml", secretCfg)
 	write("instructions", a.Spec.Instructions)
+	if authConfig != "" { // a token-mode agent's hash stays what it was
+		write("auth", authConfig)
+	}
 	write("generated/goose-secret-key", in.Generated.GooseSecretKey)
 	if a.Spec.Sidecar.Auth.TokenSecretRef == nil { // else the user's token is among the references
 		write("generated/auth-token", in.Generated.AuthToken)
@@ -394,6 +476,13 @@ func buildConfigMap(a *agentsv1alpha1.GooseAgent, cfg string) (*corev1ac.ConfigM
 			return nil, fmt.Errorf("failed to render budget: %w", err)
 		}
 		data[KeyBudget] = string(j)
+	}
+	if auth := authSettings(a); auth != nil {
+		j, err := json.Marshal(auth)
+		if err != nil {
+			return nil, fmt.Errorf("failed to render auth settings: %w", err)
+		}
+		data[KeyAuth] = string(j)
 	}
 	return corev1ac.ConfigMap(ConfigMapName(a), a.Namespace).
 		WithLabels(Labels(a)).

@@ -18,6 +18,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/internal/fixtures"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
+	"github.com/adk2goose/goose-operator/sidecar/identity"
 )
 
 // build renders a fixture case with the fixed golden inputs.
@@ -423,5 +424,41 @@ func TestTelemetryEnv(t *testing.T) {
 	c.Agent.Spec.Telemetry = nil
 	if y, _ := render.ToYAML(build(t, c).Objects()); strings.Contains(string(y), "OTEL_") {
 		t.Error("an agent without telemetry renders OTEL_ variables")
+	}
+}
+
+// TestAuthFileIsWhatTheSidecarReads: the auth file rendered for each mode
+// decodes as the sidecar's settings (unknown fields refused) and names the
+// agent, and the oidc one builds a verifier.
+func TestAuthFileIsWhatTheSidecarReads(t *testing.T) {
+	for _, tc := range []struct{ name, mode string }{{"auth-kubernetes", identity.ModeKubernetes}, {"auth-oidc", identity.ModeOIDC}} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := build(t, loadCase(t, tc.name))
+			path := filepath.Join(t.TempDir(), render.KeyAuth)
+			if err := os.WriteFile(path, []byte(d.ConfigMap.Data[render.KeyAuth]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := identity.ReadSettings(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Mode != tc.mode || len(s.AdminGroups) == 0 {
+				t.Fatalf("settings %+v", s)
+			}
+			switch tc.mode {
+			case identity.ModeKubernetes:
+				if k := s.Kubernetes; k == nil || k.Namespace != "agents" || k.Agent != "helper" || k.Audience != "agents.adk2goose.dev/agents/helper" {
+					t.Fatalf("kubernetes settings %+v", k)
+				}
+			case identity.ModeOIDC:
+				if v, err := s.Verifier(t.Context()); err != nil || v == nil {
+					t.Fatalf("oidc verifier: %v", err)
+				}
+			}
+		})
+	}
+	d := build(t, loadCase(t, "minimal"))
+	if _, ok := d.ConfigMap.Data[render.KeyAuth]; ok {
+		t.Fatal("a token-mode agent got an auth file")
 	}
 }

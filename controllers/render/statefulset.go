@@ -31,6 +31,8 @@ const (
 	volBudget        = "budget"
 	volWorkspaceSeed = "workspace-seed"
 	volDrain         = "drain"
+	volAuthConfig    = "auth-config"
+	volAPIAccess     = "api-access"
 
 	// File names inside GooseSecretDir and AuthTokenDir.
 	gooseSecretFile = "secret-key"
@@ -142,6 +144,9 @@ func buildPodSpec(a *agentsv1alpha1.GooseAgent, def Defaults, env []*corev1ac.En
 		WithContainers(goose).
 		WithTerminationGracePeriodSeconds(stopTimingOf(a).grace).
 		WithVolumes(volumes...)
+	if authMode(a) == agentsv1alpha1.AuthModeKubernetes {
+		pod.WithServiceAccountName(ServiceAccountName(a)) // spec.podTemplate.serviceAccountName overrides it
+	}
 	if err := applyPodOverrides(pod, &a.Spec.PodTemplate); err != nil {
 		return nil, err
 	}
@@ -188,11 +193,34 @@ func podVolumes(a *agentsv1alpha1.GooseAgent) ([]*corev1ac.VolumeApplyConfigurat
 	if a.Spec.Budget != nil {
 		volumes = append(volumes, configMapKeyVolume(volBudget, ConfigMapName(a), KeyBudget, KeyBudget))
 	}
+	if authSettings(a) != nil {
+		volumes = append(volumes, configMapKeyVolume(volAuthConfig, ConfigMapName(a), KeyAuth, KeyAuth))
+	}
+	if authMode(a) == agentsv1alpha1.AuthModeKubernetes {
+		volumes = append(volumes, apiAccessVolume())
+	}
 	if seed := a.Spec.Workspace.Seed; seed != nil {
 		volumes = append(volumes, corev1ac.Volume().WithName(volWorkspaceSeed).WithConfigMap(
 			corev1ac.ConfigMapVolumeSource().WithName(seed.ConfigMapName).WithDefaultMode(modeConfig)))
 	}
 	return volumes, nil
+}
+
+// apiAccessVolume is what the kubelet mounts for a pod's ServiceAccount
+// (token, the cluster's CA, the namespace), for the sidecar alone: it
+// creates TokenReviews and SubjectAccessReviews in mode kubernetes.
+func apiAccessVolume() *corev1ac.VolumeApplyConfiguration {
+	return corev1ac.Volume().WithName(volAPIAccess).WithProjected(corev1ac.ProjectedVolumeSource().
+		WithDefaultMode(modeConfig).
+		WithSources(
+			corev1ac.VolumeProjection().WithServiceAccountToken(corev1ac.ServiceAccountTokenProjection().
+				WithPath("token").WithExpirationSeconds(3607)),
+			corev1ac.VolumeProjection().WithConfigMap(corev1ac.ConfigMapProjection().
+				WithName("kube-root-ca.crt").WithItems(keyToPath("ca.crt", "ca.crt"))),
+			corev1ac.VolumeProjection().WithDownwardAPI(corev1ac.DownwardAPIProjection().
+				WithItems(corev1ac.DownwardAPIVolumeFile().WithPath("namespace").
+					WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.namespace")))),
+		))
 }
 
 func configMapKeyVolume(name, configMap, key, path string) *corev1ac.VolumeApplyConfiguration {
@@ -313,6 +341,9 @@ func sidecarArgs(a *agentsv1alpha1.GooseAgent) []string {
 	if a.Spec.Budget != nil {
 		args = append(args, "--budget-file="+BudgetDir+"/"+KeyBudget)
 	}
+	if authSettings(a) != nil {
+		args = append(args, "--auth-config-file="+AuthConfigDir+"/"+KeyAuth)
+	}
 	return args
 }
 
@@ -333,6 +364,12 @@ func sidecarMounts(a *agentsv1alpha1.GooseAgent) []*corev1ac.VolumeMountApplyCon
 	}
 	if a.Spec.Workspace.Seed != nil {
 		mounts = append(mounts, mount(volWorkspaceSeed, WorkspaceSeedDir, true))
+	}
+	if authSettings(a) != nil {
+		mounts = append(mounts, mount(volAuthConfig, AuthConfigDir, true))
+	}
+	if authMode(a) == agentsv1alpha1.AuthModeKubernetes {
+		mounts = append(mounts, mount(volAPIAccess, APIAccessDir, true))
 	}
 	return mounts
 }

@@ -30,6 +30,7 @@ type Sample struct {
 		Total  int64 `json:"total"`
 		Active int64 `json:"active"`
 	} `json:"sessions"`
+	Users  int64 `json:"users"`
 	Tokens struct {
 		Input  int64 `json:"input"`
 		Output int64 `json:"output"`
@@ -47,7 +48,7 @@ type Pod struct {
 
 // Totals are an agent's figures, summed over its pods.
 type Totals struct {
-	SessionsTotal, SessionsActive          int64
+	SessionsTotal, SessionsActive, Users   int64
 	TokensInput, TokensOutput, TokensTotal int64
 	// Budget is the agent's budget use, nil when no pod reports a budget.
 	Budget *BudgetSample
@@ -182,6 +183,7 @@ func (c *Collector) Forget(agent types.NamespacedName) {
 func (t *Totals) add(s Sample) {
 	t.SessionsTotal += s.Sessions.Total
 	t.SessionsActive += s.Sessions.Active
+	t.Users += s.Users
 	t.TokensInput += s.Tokens.Input
 	t.TokensOutput += s.Tokens.Output
 	t.TokensTotal += s.Tokens.Total

@@ -64,6 +64,7 @@ func (f *fakeSidecar) set(sessions, active, in, out int64) {
 	f.body = map[string]any{
 		"appName":  "goose",
 		"sessions": map[string]int64{"total": sessions, "active": active, "inFlight": 0},
+		"users":    active, // any figure the sums can be told by
 		"tokens":   map[string]int64{"input": in, "output": out, "total": in + out},
 	}
 }
@@ -86,7 +87,7 @@ func TestCollectSumsReplicas(t *testing.T) {
 	p1 := newFakeSidecar(t, 4, 2, 1000, 200)
 	c := New(Options{})
 	res := c.Collect(context.Background(), agent, "tok", []Pod{p0.pod("a-0"), p1.pod("a-1")})
-	want := Totals{SessionsTotal: 7, SessionsActive: 3, TokensInput: 1100, TokensOutput: 220, TokensTotal: 1320}
+	want := Totals{SessionsTotal: 7, SessionsActive: 3, Users: 3, TokensInput: 1100, TokensOutput: 220, TokensTotal: 1320}
 	if res.Totals != want || !res.Known || len(res.Stale) != 0 {
 		t.Fatalf("got %+v, want totals %+v, known and fresh", res, want)
 	}
@@ -103,7 +104,7 @@ func TestUnreachablePodKeepsLastKnownFigures(t *testing.T) {
 	p0.set(5, 1, 150, 30) // a conversation happened on a-0
 	p1.Close()            // a-1 went away
 	second := c.Collect(context.Background(), agent, "tok", pods)
-	want := Totals{SessionsTotal: 9, SessionsActive: 1, TokensInput: 1150, TokensOutput: 230, TokensTotal: 1380}
+	want := Totals{SessionsTotal: 9, SessionsActive: 1, Users: 1, TokensInput: 1150, TokensOutput: 230, TokensTotal: 1380}
 	if second.Totals != want {
 		t.Fatalf("totals %+v, want %+v (a-1's last figures kept)", second.Totals, want)
 	}

@@ -201,7 +201,7 @@ func podReady(p *corev1.Pod) bool {
 func desiredStatus(a *agentsv1alpha1.GooseAgent, res Result, pods []Pod, now time.Time) *agentsv1alpha1ac.GooseAgentStatusApplyConfiguration {
 	sessions, tokens, updatedAt := a.Status.Sessions, a.Status.Tokens, a.Status.StatsUpdatedAt
 	if res.Known {
-		got := agentsv1alpha1.SessionStats{Total: res.Totals.SessionsTotal, Active: res.Totals.SessionsActive}
+		got := agentsv1alpha1.SessionStats{Total: res.Totals.SessionsTotal, Active: res.Totals.SessionsActive, Users: res.Totals.Users}
 		gotTokens := agentsv1alpha1.TokenStats{Input: res.Totals.TokensInput, Output: res.Totals.TokensOutput, Total: res.Totals.TokensTotal}
 		if got != sessions || gotTokens != tokens || updatedAt == nil {
 			sessions, tokens = got, gotTokens
@@ -244,7 +244,7 @@ func desiredStatus(a *agentsv1alpha1.GooseAgent, res Result, pods []Pod, now tim
 
 	st := agentsv1alpha1ac.GooseAgentStatus().WithConditions(ssa.Conditions(conds, owned...)...)
 	if updatedAt != nil {
-		st.WithSessions(agentsv1alpha1ac.SessionStats().WithTotal(sessions.Total).WithActive(sessions.Active)).
+		st.WithSessions(agentsv1alpha1ac.SessionStats().WithTotal(sessions.Total).WithActive(sessions.Active).WithUsers(sessions.Users)).
 			WithTokens(tokenStats(tokens)).
 			WithStatsUpdatedAt(*updatedAt)
 	}

@@ -297,6 +297,7 @@ func (f *fixture) sum() (agentsv1alpha1.SessionStats, agentsv1alpha1.TokenStats)
 		st := sc.figures()
 		s.Total += int64(st.Sessions.Total)
 		s.Active += int64(st.Sessions.Active)
+		s.Users += int64(st.Users)
 		tk.Input += st.Tokens.Input
 		tk.Output += st.Tokens.Output
 		tk.Total += st.Tokens.Total
@@ -322,7 +323,7 @@ func TestStatusSumsReplicasAndSurvivesRestartsAndOutages(t *testing.T) {
 	if st.Sessions != wantSessions || st.Tokens != wantTokens {
 		t.Fatalf("status sessions %+v tokens %+v, want the sum of both sidecars: %+v %+v", st.Sessions, st.Tokens, wantSessions, wantTokens)
 	}
-	if st.Sessions.Total != 3 || st.Tokens.Total == 0 || st.StatsUpdatedAt == nil {
+	if st.Sessions.Total != 3 || st.Sessions.Users != 2 || st.Tokens.Total == 0 || st.StatsUpdatedAt == nil {
 		t.Fatalf("implausible figures: %+v", st)
 	}
 	if c := condition(st); c == nil || c.Status != metav1.ConditionTrue || c.Reason != agentsv1alpha1.ReasonStatsCollected {

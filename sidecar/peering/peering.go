@@ -39,6 +39,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/adk2goose/goose-operator/internal/relay"
+	"github.com/adk2goose/goose-operator/sidecar/identity"
 )
 
 // OwnerPath answers 200 when this pod owns the session (query user and
@@ -183,6 +184,8 @@ func New(cfg Config) *Router {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host
 			r.hop(pr.Out)
+			// The owner pod runs the request as the caller this pod verified.
+			identity.ToHop(pr.In.Context(), pr.Out.Header)
 			// This pod already answered CORS; the peer would add its headers a
 			// second time, which browsers reject.
 			pr.Out.Header.Del("Origin")

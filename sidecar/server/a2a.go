@@ -23,6 +23,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/identity"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 	"github.com/adk2goose/goose-operator/sidecar/internal/waitgroup"
 
@@ -68,11 +69,62 @@ func (s *Server) agentCard() (*a2a.AgentCard, error) {
 			{URL: b + A2APathV03, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version},
 		},
 	}
-	// No securitySchemes: a2av0's union producer writes them in the 0.3
-	// shape, which the 1.0 card parser of a2a-go v2.3.1 (used by adk-go's
-	// remoteagent) rejects ("unknown security scheme type"), breaking every
-	// ADK client. Auth is documented out of band instead.
+	if s.cfg.Identity != nil {
+		card.SecurityRequirements = a2a.SecurityRequirementsOptions{{securitySchemeName: {}}}
+	}
 	return card, nil
+}
+
+// securitySchemeName names the card's one security scheme.
+const securitySchemeName a2a.SecuritySchemeName = "adk2goose"
+
+// cardProducer serves a2av0's card (the union of the A2A 0.3 and 1.0
+// fields, "security" beside "securityRequirements") with the security
+// scheme written in both versions' shapes at once: a2av0 writes only the
+// 0.3 one, which the 1.0 parser of a2a-go v2.3.1 (adk-go's remoteagent)
+// rejects, and the 1.0 one alone breaks 0.3 clients. Each parser ignores
+// the other's keys.
+type cardProducer struct {
+	a2asrv.AgentCardProducer
+	scheme json.RawMessage // nil: no scheme
+}
+
+func newCardProducer(card *a2a.AgentCard, v identity.Verifier) (*cardProducer, error) {
+	p := &cardProducer{AgentCardProducer: a2av0.NewStaticAgentCardProducer(card)}
+	if v == nil {
+		return p, nil
+	}
+	sc := v.Scheme()
+	var union map[string]any
+	if sc.OpenIDConnectURL != "" {
+		v1 := map[string]any{"openIdConnectUrl": sc.OpenIDConnectURL, "description": sc.Description}
+		union = map[string]any{"type": "openIdConnect", "openIdConnectSecurityScheme": v1}
+		maps.Copy(union, v1)
+	} else {
+		v1 := map[string]any{"scheme": "Bearer", "description": sc.Description}
+		union = map[string]any{"type": "http", "httpAuthSecurityScheme": v1}
+		maps.Copy(union, v1)
+	}
+	b, err := json.Marshal(map[a2a.SecuritySchemeName]any{securitySchemeName: union})
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode the card's security scheme: %w", err)
+	}
+	p.scheme = b
+	return p, nil
+}
+
+// CardJSON implements a2asrv.AgentCardJSONProducer.
+func (p *cardProducer) CardJSON(ctx context.Context) ([]byte, error) {
+	b, err := p.AgentCardProducer.(a2asrv.AgentCardJSONProducer).CardJSON(ctx)
+	if err != nil || p.scheme == nil {
+		return b, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, fmt.Errorf("failed to decode the agent card: %w", err)
+	}
+	fields["securitySchemes"] = p.scheme
+	return json.Marshal(fields)
 }
 
 func (s *Server) mountA2A(mux *http.ServeMux) error {
@@ -109,8 +161,14 @@ func (s *Server) mountA2A(mux *http.ServeMux) error {
 	// The task store a2asrv would make by default, kept to answer peers'
 	// owner queries.
 	s.tasks = taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
-	h := a2asrv.NewHandler(s.a2aExec, a2asrv.WithLogger(s.log), a2asrv.WithTaskStore(s.tasks))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
+	h := a2asrv.NewHandler(s.a2aExec, a2asrv.WithLogger(s.log),
+		a2asrv.WithTaskStore(callerTasks{Store: s.tasks, admin: s.isAdmin}),
+		a2asrv.WithCallInterceptors(callerInterceptor{}))
+	cards, err := newCardProducer(card, s.cfg.Identity)
+	if err != nil {
+		return err
+	}
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(cards))
 	mux.Handle(A2APathV1, a2asrv.NewJSONRPCHandler(h))
 	mux.Handle(A2APathV03, a2av0.NewJSONRPCHandler(h))
 	return nil

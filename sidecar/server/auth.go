@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/adk2goose/goose-operator/sidecar/identity"
 	"github.com/adk2goose/goose-operator/sidecar/internal/jsonhttp"
 )
 
@@ -20,13 +21,17 @@ var openPaths = map[string]bool{
 	"/.well-known/agent-card.json": true,
 }
 
-// authenticate requires token on every other route, taken from
-// `Authorization: Bearer <t>`, `X-API-Key: <t>` or the `api_key` query
-// parameter (browsers' EventSource cannot set headers). An empty token
-// disables the check. CORS preflights pass: browsers never send credentials
-// on them.
-func authenticate(next http.Handler, token string, log *slog.Logger) http.Handler {
-	if token == "" {
+// authenticate requires credentials on every other route. Without a
+// verifier they are the shared token, taken from `Authorization: Bearer
+// <t>`, `X-API-Key: <t>` or the `api_key` query parameter (browsers'
+// EventSource cannot set headers); an empty token disables the check. With
+// a verifier (an identity mode) the caller's bearer token is verified and
+// the caller put on the request context (identity.CallerFrom); the shared
+// token then authenticates only the agent's own pods, whose hops carry the
+// caller they verified (identity.FromHop). CORS preflights pass: browsers
+// never send credentials on them.
+func authenticate(next http.Handler, token string, v identity.Verifier, log *slog.Logger) http.Handler {
+	if token == "" && v == nil {
 		return next
 	}
 	// Comparing fixed-length digests keeps the comparison constant-time even
@@ -38,7 +43,7 @@ func authenticate(next http.Handler, token string, log *slog.Logger) http.Handle
 			return
 		}
 		got, how := presentedToken(r)
-		if got != "" {
+		if token != "" && got != "" {
 			sum := sha256.Sum256([]byte(got))
 			if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
 				if how == "query" {
@@ -47,9 +52,29 @@ func authenticate(next http.Handler, token string, log *slog.Logger) http.Handle
 					q.Del("api_key")
 					r.URL.RawQuery = q.Encode()
 				}
+				if c, ok := identity.FromHop(r); ok && v != nil {
+					r = r.WithContext(identity.WithCaller(r.Context(), c))
+				}
 				next.ServeHTTP(w, r)
 				return
 			}
+		}
+		if v != nil {
+			c, err := v.Verify(r)
+			if err == nil {
+				next.ServeHTTP(w, r.WithContext(identity.WithCaller(r.Context(), c)))
+				return
+			}
+			status := identity.Status(err)
+			log.Info("unauthorized request", "path", r.URL.Path, "method", r.Method, "status", status, "reason", err.Error())
+			switch status {
+			case http.StatusUnauthorized:
+				w.Header().Set("WWW-Authenticate", v.Challenge())
+			case http.StatusServiceUnavailable:
+				w.Header().Set("Retry-After", "5")
+			}
+			writeJSONError(w, r, status, statusCode(status), err.Error())
+			return
 		}
 		reason := "missing credentials"
 		if got != "" {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"google.golang.org/adk/agent"
 	remoteagent "google.golang.org/adk/agent/remoteagent/v2"
 	"google.golang.org/adk/runner"
@@ -522,21 +521,7 @@ func TestA2AConfirmation(t *testing.T) {
 
 // a2aRaw is a bare a2a-go client, for what remoteagent does not expose
 // (task ids, CancelTask, the event types on the wire).
-func a2aRaw(t *testing.T, base string) *a2aclient.Client {
-	t.Helper()
-	hc := &http.Client{Transport: bearer.Transport{Token: testToken}}
-	t.Cleanup(hc.CloseIdleConnections)
-	card, err := agentcard.NewResolver(hc).Resolve(t.Context(), base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a2aclient.NewFromCard(t.Context(), card, a2aclient.WithJSONRPCTransport(hc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Destroy() })
-	return c
-}
+func a2aRaw(t *testing.T, base string) *a2aclient.Client { return a2aAs(t, base, testToken) }
 
 func TestA2ACancel(t *testing.T) {
 	running := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{{Text: "working"}, {Delay: time.Minute, Text: "never"}}})

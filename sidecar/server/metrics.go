@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -36,6 +37,20 @@ type metrics struct {
 	turnFirstEvent prometheus.Histogram
 	repliesActive  prometheus.Gauge
 	peerLookups    *prometheus.CounterVec
+}
+
+// countUsers exports, as a gauge without labels (user ids never become
+// label values), the number of distinct ADK users count reports.
+func (m *metrics) countUsers(count func() (int, error)) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "adk2goose_users", Help: "Distinct ADK users with a session on this pod (in an identity mode, verified callers).",
+	}, func() float64 {
+		n, err := count()
+		if err != nil {
+			return math.NaN()
+		}
+		return float64(n)
+	}))
 }
 
 func newMetrics() *metrics {

@@ -17,6 +17,11 @@ func (s *Server) OwnsSession(ctx context.Context, user, session string) (bool, e
 	return adkcompat.SessionExists(ctx, s.sessDBs[len(s.sessDBs)-1], s.cfg.AppName, user, session)
 }
 
+// countUsers counts the distinct ADK users with a session on this pod.
+func (s *Server) countUsers(ctx context.Context) (int, error) {
+	return adkcompat.CountUsers(ctx, s.sessDBs[len(s.sessDBs)-1], s.cfg.AppName)
+}
+
 // OwnsTask tells peers whether this pod runs or ran the A2A task.
 func (s *Server) OwnsTask(ctx context.Context, task string) (bool, error) {
 	_, err := s.tasks.Get(ctx, a2a.TaskID(task))

@@ -82,6 +82,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/identity"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
 	"github.com/adk2goose/goose-operator/sidecar/workspace"
 )
@@ -116,7 +117,16 @@ type Config struct {
 	// they fetched the card from.
 	PublicBaseURL string
 	// AuthToken is the inbound token. Empty disables auth (development only).
+	// With Identity set it is the agent's pods' own token: a request bearing
+	// it comes from a peer, and carries the caller that peer verified.
 	AuthToken string
+	// Identity, when set, verifies every caller (package identity) in place
+	// of the shared token, and the verified user is the ADK user of every
+	// request: a request naming another user is refused (403).
+	Identity identity.Verifier
+	// AdminGroups lets callers in any of these groups act for every user
+	// and reach the routes that are not about one user (traces, evals).
+	AdminGroups []string
 	// CORSOrigins lists allowed browser origins; "*" allows any.
 	CORSOrigins []string
 	// ActiveWindow: a session counts as active in /stats when a reply is in
@@ -309,6 +319,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	s.metrics = newMetrics()
+	s.metrics.countUsers(func() (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return s.countUsers(ctx)
+	})
 	if err := s.openBudget(ctx); err != nil {
 		return nil, err
 	}
@@ -391,6 +406,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Logger:       s.log,
 		}).Wrap(h)
 	}
+	h = s.ownUser(h)
 	h = jsonErrors(h)
 	h = decodeRuns(h)
 	limits := bodyLimits{message: cfg.MaxMessageBytes, other: cfg.MaxOtherBodyBytes, timeout: cfg.BodyReadTimeout}
@@ -398,7 +414,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.TracerProvider != nil {
 		h = traceTurns(h, cfg.TracerProvider)
 	}
-	h = authenticate(h, cfg.AuthToken, s.log)
+	h = authenticate(h, cfg.AuthToken, cfg.Identity, s.log)
 	h = limits.readDeadline(h)
 	h = cors(h, cfg.CORSOrigins)
 	h = s.meterAndDrain(h)
@@ -436,7 +452,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("serving", "addr", ln.Addr().String(), "app", s.cfg.AppName, "auth", s.cfg.AuthToken != "")
+	s.log.Info("serving", "addr", ln.Addr().String(), "app", s.cfg.AppName, "auth", s.authMode())
 
 	select {
 	case err := <-errc:

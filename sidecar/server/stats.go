@@ -31,11 +31,14 @@ import (
 // deleted since (tokens spent stay spent); they and the last-use times are
 // kept in SQLite on the data volume, so they survive restarts.
 type Stats struct {
-	AppName             string       `json:"appName"`
-	Sessions            SessionStats `json:"sessions"`
-	Tokens              TokenStats   `json:"tokens"`
-	ActiveWindowSeconds float64      `json:"activeWindowSeconds"`
-	GeneratedAt         time.Time    `json:"generatedAt"`
+	AppName  string       `json:"appName"`
+	Sessions SessionStats `json:"sessions"`
+	// Users counts the distinct ADK users with a session on this pod: in
+	// an identity mode, the callers who used the agent.
+	Users               int        `json:"users"`
+	Tokens              TokenStats `json:"tokens"`
+	ActiveWindowSeconds float64    `json:"activeWindowSeconds"`
+	GeneratedAt         time.Time  `json:"generatedAt"`
 	// Budget is the agent's token budget and its use in the current period,
 	// as this pod knows it; absent without a budget.
 	Budget *budget.Status `json:"budget,omitempty"`
@@ -64,6 +67,9 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 		return st, fmt.Errorf("failed to list sessions: %w", err)
 	}
 	st.Sessions.Total = len(list.Sessions)
+	if st.Users, err = s.countUsers(ctx); err != nil {
+		return st, err
+	}
 
 	active := s.activity.snapshot()
 	st.Sessions.InFlight = len(active)

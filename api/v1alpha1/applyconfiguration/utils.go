@@ -50,8 +50,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.GooseAgentSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("GooseAgentStatus"):
 		return &apiv1alpha1.GooseAgentStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("KubernetesAuth"):
+		return &apiv1alpha1.KubernetesAuthApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NetworkPolicySpec"):
 		return &apiv1alpha1.NetworkPolicySpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("OIDCAuth"):
+		return &apiv1alpha1.OIDCAuthApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PodTemplateOverrides"):
 		return &apiv1alpha1.PodTemplateOverridesApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ProviderSpec"):

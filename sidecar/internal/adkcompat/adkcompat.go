@@ -18,6 +18,8 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/adk/session"
 	"google.golang.org/adk/session/database"
+
+	"github.com/adk2goose/goose-operator/sidecar/identity"
 )
 
 // Migrate migrates adk-go's database session service svc, whose database is
@@ -64,6 +66,15 @@ func SessionExists(ctx context.Context, db *sql.DB, app, user, id string) (bool,
 	return true, nil
 }
 
+// CountUsers counts the distinct ADK users with a session of app.
+func CountUsers(ctx context.Context, db *sql.DB, app string) (int, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(DISTINCT user_id) FROM sessions WHERE app_name = ?", app).Scan(&n); err != nil {
+		return 0, fmt.Errorf("failed to count users: %w", err)
+	}
+	return n, nil
+}
+
 // StoredTime is t as the database session service stores an event's
 // timestamp: in whole microseconds.
 //
@@ -81,10 +92,15 @@ func StoredTimeAfter(t time.Time) time.Time { return StoredTime(t).Add(time.Micr
 
 // A2AUserID is the ADK user adka2a runs an A2A context as: a2asrv's
 // authenticated user when the call has one, else "A2A_USER_" + contextID
-// (adka2a's toInvocationMeta). The session is the context itself.
+// (adka2a's toInvocationMeta). The session is the context itself. Before
+// a2asrv has made the call's context (the peer router), the verified
+// caller is that user: the server's interceptor makes it a2asrv's.
 func A2AUserID(ctx context.Context, contextID string) string {
 	if cc, ok := a2asrv.CallContextFrom(ctx); ok && cc.User != nil && cc.User.Name != "" {
 		return cc.User.Name
+	}
+	if c, ok := identity.CallerFrom(ctx); ok {
+		return c.User
 	}
 	return "A2A_USER_" + contextID
 }

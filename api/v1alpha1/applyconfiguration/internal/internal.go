@@ -39,6 +39,8 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: com.github.adk2goose.goose-operator.api.v1alpha1.AuthMode
+  scalar: string
 - name: com.github.adk2goose.goose-operator.api.v1alpha1.BudgetPeriod
   scalar: string
 - name: com.github.adk2goose.goose-operator.api.v1alpha1.BudgetSpec
@@ -273,6 +275,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: tokens
       type:
         namedType: com.github.adk2goose.goose-operator.api.v1alpha1.TokenStats
+- name: com.github.adk2goose.goose-operator.api.v1alpha1.KubernetesAuth
+  map:
+    fields:
+    - name: audience
+      type:
+        scalar: string
 - name: com.github.adk2goose.goose-operator.api.v1alpha1.Mode
   scalar: string
 - name: com.github.adk2goose.goose-operator.api.v1alpha1.NetworkPolicySpec
@@ -284,6 +292,35 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             namedType: io.k8s.api.networking.v1.NetworkPolicyPeer
           elementRelationship: atomic
+- name: com.github.adk2goose.goose-operator.api.v1alpha1.OIDCAuth
+  map:
+    fields:
+    - name: allowedGroups
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+    - name: allowedUsers
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+    - name: audience
+      type:
+        scalar: string
+    - name: groupsClaim
+      type:
+        scalar: string
+      default: groups
+    - name: issuerURL
+      type:
+        scalar: string
+    - name: userClaim
+      type:
+        scalar: string
+      default: sub
 - name: com.github.adk2goose.goose-operator.api.v1alpha1.PodTemplateOverrides
   map:
     fields:
@@ -436,9 +473,28 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: total
       type:
         scalar: numeric
+    - name: users
+      type:
+        scalar: numeric
 - name: com.github.adk2goose.goose-operator.api.v1alpha1.SidecarAuth
   map:
     fields:
+    - name: adminGroups
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+    - name: kubernetes
+      type:
+        namedType: com.github.adk2goose.goose-operator.api.v1alpha1.KubernetesAuth
+    - name: mode
+      type:
+        namedType: com.github.adk2goose.goose-operator.api.v1alpha1.AuthMode
+      default: token
+    - name: oidc
+      type:
+        namedType: com.github.adk2goose.goose-operator.api.v1alpha1.OIDCAuth
     - name: tokenSecretRef
       type:
         namedType: com.github.adk2goose.goose-operator.api.v1alpha1.SecretKeyRef
@@ -448,6 +504,7 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: auth
       type:
         namedType: com.github.adk2goose.goose-operator.api.v1alpha1.SidecarAuth
+      default: {}
     - name: corsAllowedOrigins
       type:
         list:

@@ -27,6 +27,10 @@ type SessionStatsApplyConfiguration struct {
 	Total *int64 `json:"total,omitempty"`
 	// Active is the number of sessions with a reply in flight or used recently.
 	Active *int64 `json:"active,omitempty"`
+	// Users is the number of distinct ADK users with a session (in modes
+	// kubernetes and oidc, the callers who used the agent), summed over the
+	// replicas: a user with sessions on two replicas counts twice.
+	Users *int64 `json:"users,omitempty"`
 }
 
 // SessionStatsApplyConfiguration constructs a declarative configuration of the SessionStats type for use with
@@ -48,5 +52,13 @@ func (b *SessionStatsApplyConfiguration) WithTotal(value int64) *SessionStatsApp
 // If called multiple times, the Active field is set to the value of the last call.
 func (b *SessionStatsApplyConfiguration) WithActive(value int64) *SessionStatsApplyConfiguration {
 	b.Active = &value
+	return b
+}
+
+// WithUsers sets the Users field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Users field is set to the value of the last call.
+func (b *SessionStatsApplyConfiguration) WithUsers(value int64) *SessionStatsApplyConfiguration {
+	b.Users = &value
 	return b
 }

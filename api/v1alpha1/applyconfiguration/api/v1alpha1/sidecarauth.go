@@ -18,15 +18,34 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	apiv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+)
+
 // SidecarAuthApplyConfiguration represents a declarative configuration of the SidecarAuth type for use
 // with apply.
 //
 // SidecarAuth configures inbound authentication of the sidecar.
 type SidecarAuthApplyConfiguration struct {
+	// Mode is how callers are verified: token (the default), kubernetes or
+	// oidc. In kubernetes and oidc modes the verified caller is the ADK user
+	// of every request, and a request naming another user is refused.
+	Mode *apiv1alpha1.AuthMode `json:"mode,omitempty"`
 	// TokenSecretRef names the Secret key holding the token clients send as
 	// `Authorization: Bearer`, `X-API-Key` or `api_key`. Unset: the operator
-	// generates one and keeps it in the Secret named <agent>-adk2goose.
+	// generates one and keeps it in the Secret named <agent>-adk2goose. In
+	// kubernetes and oidc modes the token authenticates only the agent's
+	// pods to each other: whoever can read it can act for every user.
 	TokenSecretRef *SecretKeyRefApplyConfiguration `json:"tokenSecretRef,omitempty"`
+	// Kubernetes configures mode kubernetes.
+	Kubernetes *KubernetesAuthApplyConfiguration `json:"kubernetes,omitempty"`
+	// OIDC configures mode oidc; required with it.
+	OIDC *OIDCAuthApplyConfiguration `json:"oidc,omitempty"`
+	// AdminGroups lists groups whose members may act for every user and
+	// use the routes that are about no one user (traces, evals). Kubernetes
+	// groups (such as system:serviceaccounts:<namespace>) or the OIDC groups
+	// claim's values.
+	AdminGroups []string `json:"adminGroups,omitempty"`
 }
 
 // SidecarAuthApplyConfiguration constructs a declarative configuration of the SidecarAuth type for use with
@@ -35,10 +54,44 @@ func SidecarAuth() *SidecarAuthApplyConfiguration {
 	return &SidecarAuthApplyConfiguration{}
 }
 
+// WithMode sets the Mode field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Mode field is set to the value of the last call.
+func (b *SidecarAuthApplyConfiguration) WithMode(value apiv1alpha1.AuthMode) *SidecarAuthApplyConfiguration {
+	b.Mode = &value
+	return b
+}
+
 // WithTokenSecretRef sets the TokenSecretRef field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the TokenSecretRef field is set to the value of the last call.
 func (b *SidecarAuthApplyConfiguration) WithTokenSecretRef(value *SecretKeyRefApplyConfiguration) *SidecarAuthApplyConfiguration {
 	b.TokenSecretRef = value
+	return b
+}
+
+// WithKubernetes sets the Kubernetes field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Kubernetes field is set to the value of the last call.
+func (b *SidecarAuthApplyConfiguration) WithKubernetes(value *KubernetesAuthApplyConfiguration) *SidecarAuthApplyConfiguration {
+	b.Kubernetes = value
+	return b
+}
+
+// WithOIDC sets the OIDC field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OIDC field is set to the value of the last call.
+func (b *SidecarAuthApplyConfiguration) WithOIDC(value *OIDCAuthApplyConfiguration) *SidecarAuthApplyConfiguration {
+	b.OIDC = value
+	return b
+}
+
+// WithAdminGroups adds the given value to the AdminGroups field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the AdminGroups field.
+func (b *SidecarAuthApplyConfiguration) WithAdminGroups(values ...string) *SidecarAuthApplyConfiguration {
+	for i := range values {
+		b.AdminGroups = append(b.AdminGroups, values[i])
+	}
 	return b
 }

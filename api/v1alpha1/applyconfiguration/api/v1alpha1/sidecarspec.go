@@ -35,7 +35,7 @@ type SidecarSpecApplyConfiguration struct {
 	Resources *v1.ResourceRequirements `json:"resources,omitempty"`
 	// Port the sidecar serves the ADK REST API and A2A on.
 	Port *int32 `json:"port,omitempty"`
-	// Auth configures the bearer token clients must present.
+	// Auth configures how the sidecar verifies its callers.
 	Auth *SidecarAuthApplyConfiguration `json:"auth,omitempty"`
 	// CORSAllowedOrigins lists the browser origins allowed to call the sidecar
 	// (for the ADK web UI), or "*".
