@@ -27,12 +27,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/peering"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(stackStartProbe) != "" {
-		probeStackStart() // this binary as the sidecar's main starts (TestStartsWithSmallStacks)
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
