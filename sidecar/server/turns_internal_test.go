@@ -1,11 +1,11 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
 
@@ -66,19 +66,9 @@ func mustAcquire(t *testing.T, g *turnGate, k gooseagent.SessionKey) (release fu
 // waitQueued waits until a request waits for k's turn.
 func waitQueued(t *testing.T, g *turnGate, k gooseagent.SessionKey) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	for {
+	poll.Until(t, "the request to queue", func() bool {
 		g.mu.Lock()
-		n := len(*g.queues[k])
-		g.mu.Unlock()
-		if n > 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the request never queued")
-		case <-time.After(time.Millisecond):
-		}
-	}
+		defer g.mu.Unlock()
+		return len(*g.queues[k]) > 0
+	})
 }
