@@ -20,6 +20,8 @@ GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # Files `make manifests generate build-installer api-docs` writes; `make test` fails when they are stale.
 GENERATED := api/v1alpha1/zz_generated.deepcopy.go api/v1alpha1/applyconfiguration config/crd/bases config/rbac/role.yaml \
 	$(CHART)/crds $(CHART)/files/manager-role.yaml dist/install.yaml docs/reference/api.md
+# Modules whose go.mod and go.sum `make test` checks are tidy.
+TIDY_MODULES := . test/dockerfile
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -62,6 +64,11 @@ verify-generated: ## Fail when the committed generated files are not what `make 
 	  echo "generated files were stale and have been regenerated: commit them"; \
 	  diff <(echo "$$before") <(echo "$$after") || true; exit 1; fi
 
+.PHONY: verify-tidy
+verify-tidy: ## Fail when `go mod tidy` would change go.mod or go.sum (of each module in TIDY_MODULES).
+	@for m in $(TIDY_MODULES); do \
+	  (cd $$m && go mod tidy -diff) || { echo "go.mod/go.sum of $$m are not tidy: run go mod tidy there and commit"; exit 1; }; done
+
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
 	gofmt -s -w $$(git ls-files '*.go')
@@ -87,7 +94,7 @@ envtest: ## Build (once) the envtest kube-apiserver, etcd and kubectl from Go mo
 	@hack/setup-envtest.sh
 
 .PHONY: test
-test: verify-generated vet $(KUSTOMIZE) $(HELM) ## Run every test: unit, envtest (toolchain set up automatically), the Dockerfile and monitoring checks and short fuzzing.
+test: verify-generated verify-tidy vet $(KUSTOMIZE) $(HELM) ## Run every test: unit, envtest (toolchain set up automatically), the Dockerfile and monitoring checks and short fuzzing.
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test ./... -coverprofile cover.out
 	$(MAKE) --no-print-directory test-dockerfile
 	$(MAKE) --no-print-directory test-monitoring

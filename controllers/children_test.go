@@ -24,6 +24,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers"
 	"github.com/adk2goose/goose-operator/controllers/internal/fixtures"
 	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
@@ -213,7 +214,7 @@ func TestChildKindsAppliedWatchedPruned(t *testing.T) {
 			key := client.ObjectKey{Namespace: ns, Name: want.GetName()}
 			live := &unstructured.Unstructured{}
 			live.SetGroupVersionKind(gvk)
-			eventually(t, gvk.Kind+" "+key.Name, func() error { return env.Client.Get(ctx, key, live) })
+			poll.UntilNil(t, gvk.Kind+" "+key.Name, func() error { return env.Client.Get(ctx, key, live) })
 			oldUID := live.GetUID()
 			if err := env.Client.Delete(ctx, live); err != nil {
 				t.Fatal(err)
@@ -224,7 +225,7 @@ func TestChildKindsAppliedWatchedPruned(t *testing.T) {
 			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(stale), client.FieldOwner("children-test")); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, gvk.Kind+" "+key.Name+" to come back", func() error {
+			poll.UntilNil(t, gvk.Kind+" "+key.Name+" to come back", func() error {
 				got := &unstructured.Unstructured{}
 				got.SetGroupVersionKind(gvk)
 				if err := env.Client.Get(ctx, key, got); err != nil {
@@ -235,7 +236,7 @@ func TestChildKindsAppliedWatchedPruned(t *testing.T) {
 				}
 				return nil
 			})
-			eventually(t, "stale "+gvk.Kind+" to be pruned", func() error {
+			poll.UntilNil(t, "stale "+gvk.Kind+" to be pruned", func() error {
 				got := &unstructured.Unstructured{}
 				got.SetGroupVersionKind(gvk)
 				err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: stale.GetName()}, got)

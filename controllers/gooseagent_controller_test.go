@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,9 +32,8 @@ import (
 	"github.com/adk2goose/goose-operator/controllers"
 	"github.com/adk2goose/goose-operator/controllers/internal/fixtures"
 	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 )
-
-const timeout = 30 * time.Second
 
 func loadCase(t testing.TB, name string) *fixtures.Case {
 	t.Helper()
@@ -64,7 +62,7 @@ func getSTS(ns, name string) (*appsv1.StatefulSet, error) {
 func waitSTS(t testing.TB, ns, name string) *appsv1.StatefulSet {
 	t.Helper()
 	var sts *appsv1.StatefulSet
-	eventually(t, "StatefulSet "+name, func() (err error) {
+	poll.UntilNil(t, "StatefulSet "+name, func() (err error) {
 		sts, err = getSTS(ns, name)
 		return err
 	})
@@ -83,7 +81,7 @@ func podHash(t testing.TB, ns, name string) string {
 func waitHashChange(t testing.TB, ns, name, old, what string) string {
 	t.Helper()
 	var h string
-	eventually(t, "pod-template hash to change after "+what, func() error {
+	poll.UntilNil(t, "pod-template hash to change after "+what, func() error {
 		sts, err := getSTS(ns, name)
 		if err != nil {
 			return err
@@ -100,7 +98,7 @@ func waitHashChange(t testing.TB, ns, name, old, what string) string {
 // set to want: a change there rolls the pods as a hash change does.
 func waitGooseEnv(t testing.TB, ns, name, key, want string) {
 	t.Helper()
-	eventually(t, "goose env "+key+"="+want, func() error {
+	poll.UntilNil(t, "goose env "+key+"="+want, func() error {
 		sts, err := getSTS(ns, name)
 		if err != nil {
 			return err
@@ -126,7 +124,7 @@ func condition(a *agentsv1alpha1.GooseAgent, t string) *metav1.Condition {
 func waitCondition(t testing.TB, ns, name, typ string, status metav1.ConditionStatus, reason string) *agentsv1alpha1.GooseAgent {
 	t.Helper()
 	var a *agentsv1alpha1.GooseAgent
-	eventually(t, fmt.Sprintf("%s=%s/%s", typ, status, reason), func() error {
+	poll.UntilNil(t, fmt.Sprintf("%s=%s/%s", typ, status, reason), func() error {
 		a = getAgent(t, ns, name)
 		c := condition(a, typ)
 		if c == nil || c.Status != status || c.Reason != reason {
@@ -140,7 +138,7 @@ func waitCondition(t testing.TB, ns, name, typ string, status metav1.ConditionSt
 // markReady plays the StatefulSet controller, which envtest does not run.
 func markReady(t testing.TB, ns, name string) {
 	t.Helper()
-	eventually(t, "StatefulSet status update", func() error {
+	poll.UntilNil(t, "StatefulSet status update", func() error {
 		sts, err := getSTS(ns, name)
 		if err != nil {
 			return err
@@ -269,7 +267,7 @@ func TestGoldenChildren(t *testing.T) {
 			a := c.Agent
 			sts := waitSTS(t, a.Namespace, render.StatefulSetName(a))
 			if a.Spec.NetworkPolicy != nil {
-				eventually(t, "NetworkPolicy", func() error {
+				poll.UntilNil(t, "NetworkPolicy", func() error {
 					return env.Client.Get(context.Background(), client.ObjectKey{Namespace: a.Namespace, Name: render.NetworkPolicyName(a)}, &networkingv1.NetworkPolicy{})
 				})
 			}
@@ -292,7 +290,7 @@ func TestGoldenChildren(t *testing.T) {
 			if render.IsKubernetesMode(a) {
 				wantNames = append(wantNames, "ServiceAccount/"+render.ServiceAccountName(a))
 				crb := &rbacv1.ClusterRoleBinding{}
-				eventually(t, "review binding", func() error {
+				poll.UntilNil(t, "review binding", func() error {
 					return env.Client.Get(context.Background(), client.ObjectKey{Name: render.ReviewBindingName(a)}, crb)
 				})
 				if crb.RoleRef.Name != "system:auth-delegator" || len(crb.Subjects) != 1 || crb.Subjects[0].Name != render.ServiceAccountName(a) || crb.Subjects[0].Namespace != a.Namespace {
@@ -429,7 +427,7 @@ func TestNoOpResyncZeroWrites(t *testing.T) {
 	// Converged once a full pass writes nothing and no reconcile (ours or
 	// the manager's) recorded an Event meanwhile: the cache may lag a moment.
 	var events int64
-	eventually(t, "convergence", func() error {
+	poll.UntilNil(t, "convergence", func() error {
 		before := h.events.n.Load()
 		if w := resync(); w != 0 {
 			return fmt.Errorf("%d writes", w)
@@ -443,7 +441,7 @@ func TestNoOpResyncZeroWrites(t *testing.T) {
 		t.Fatal("no Events recorded while the agents were created; the Event check below would be vacuous")
 	}
 	// They reach the API server (asynchronously).
-	eventually(t, "Events in the namespace", func() error {
+	poll.UntilNil(t, "Events in the namespace", func() error {
 		if countEvents(t, ns) == 0 {
 			return errors.New("none yet")
 		}
@@ -464,7 +462,7 @@ func TestNoOpResyncZeroWrites(t *testing.T) {
 	updateAgent(t, ns, names[0], func(a *agentsv1alpha1.GooseAgent) {
 		a.Spec.Provider.Model = "changed"
 	})
-	eventually(t, "a write after a spec change", func() error {
+	poll.UntilNil(t, "a write after a spec change", func() error {
 		resync()
 		if h.writes.Load() == before {
 			return fmt.Errorf("no writes")
@@ -505,7 +503,7 @@ func TestChildRestored(t *testing.T) {
 	if err := env.Client.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Service to be recreated", func() error {
+	poll.UntilNil(t, "Service to be recreated", func() error {
 		s := &corev1.Service{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.ServiceName(a)}, s); err != nil {
 			return err
@@ -525,7 +523,7 @@ func TestChildRestored(t *testing.T) {
 	if err := env.Client.Update(ctx, cm, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ConfigMap edit to be undone", func() error {
+	poll.UntilNil(t, "ConfigMap edit to be undone", func() error {
 		cm := &corev1.ConfigMap{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.ConfigMapName(a)}, cm); err != nil {
 			return err
@@ -541,7 +539,7 @@ func TestChildRestored(t *testing.T) {
 	if err := env.Client.Update(ctx, sts, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "StatefulSet edit to be undone", func() error {
+	poll.UntilNil(t, "StatefulSet edit to be undone", func() error {
 		sts, err := getSTS(ns, a.Name)
 		if err != nil {
 			return err
@@ -634,7 +632,7 @@ func TestUnsetReplicasLeftAlone(t *testing.T) {
 		two := int32(2)
 		a.Spec.Replicas = &two
 	})
-	eventually(t, "replicas 2", func() error {
+	poll.UntilNil(t, "replicas 2", func() error {
 		sts, err := getSTS(ns, a.Name)
 		if err != nil {
 			return err
@@ -708,11 +706,11 @@ func TestNetworkPolicyPruned(t *testing.T) {
 	c := loadCase(t, "approve")
 	createCase(t, c, ns)
 	key := client.ObjectKey{Namespace: ns, Name: render.NetworkPolicyName(c.Agent)}
-	eventually(t, "NetworkPolicy", func() error { return env.Client.Get(ctx, key, &networkingv1.NetworkPolicy{}) })
+	poll.UntilNil(t, "NetworkPolicy", func() error { return env.Client.Get(ctx, key, &networkingv1.NetworkPolicy{}) })
 	a := updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
 		a.Spec.NetworkPolicy = nil
 	})
-	eventually(t, "NetworkPolicy deletion", func() error {
+	poll.UntilNil(t, "NetworkPolicy deletion", func() error {
 		err := env.Client.Get(ctx, key, &networkingv1.NetworkPolicy{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -777,7 +775,7 @@ func TestReviewBindingFollowsTheMode(t *testing.T) {
 	key := client.ObjectKey{Name: render.ReviewBindingName(&agentsv1alpha1.GooseAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Agent.Name}})}
 	gone := func(what string, get func() error) {
 		t.Helper()
-		eventually(t, what+" removed", func() error {
+		poll.UntilNil(t, what+" removed", func() error {
 			if err := get(); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there (err %v)", err)
 			}
@@ -785,7 +783,7 @@ func TestReviewBindingFollowsTheMode(t *testing.T) {
 		})
 	}
 	getCRB := func() error { return env.Client.Get(ctx, key, &rbacv1.ClusterRoleBinding{}) }
-	eventually(t, "review binding", getCRB)
+	poll.UntilNil(t, "review binding", getCRB)
 	updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
 		a.Spec.Sidecar.Auth = agentsv1alpha1.SidecarAuth{Mode: agentsv1alpha1.AuthModeToken}
 	})
@@ -793,7 +791,7 @@ func TestReviewBindingFollowsTheMode(t *testing.T) {
 	updateAgent(t, ns, c.Agent.Name, func(a *agentsv1alpha1.GooseAgent) {
 		a.Spec.Sidecar.Auth = agentsv1alpha1.SidecarAuth{Mode: agentsv1alpha1.AuthModeKubernetes}
 	})
-	eventually(t, "review binding again", getCRB)
+	poll.UntilNil(t, "review binding again", getCRB)
 	if err := env.Client.Delete(ctx, getAgent(t, ns, c.Agent.Name)); err != nil {
 		t.Fatal(err)
 	}

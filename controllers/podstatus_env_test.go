@@ -13,6 +13,7 @@ import (
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 )
 
 // TestPodProblemsReachConditions: envtest runs no kubelet, so the test plays
@@ -44,7 +45,7 @@ func TestPodProblemsReachConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	condition := func(typ string) (*metav1.Condition, error) { return agentCondition(ns, c.Agent.Name, typ) }
-	eventually(t, "Ready=False/ImagePullFailed naming the container", func() error {
+	poll.UntilNil(t, "Ready=False/ImagePullFailed naming the container", func() error {
 		for _, typ := range []string{agentsv1alpha1.ConditionReady, agentsv1alpha1.ConditionDegraded} {
 			cond, err := condition(typ)
 			if err != nil {
@@ -61,7 +62,7 @@ func TestPodProblemsReachConditions(t *testing.T) {
 	if err := e.Client.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Degraded=False once the pod runs", func() error {
+	poll.UntilNil(t, "Degraded=False once the pod runs", func() error {
 		cond, err := condition(agentsv1alpha1.ConditionDegraded)
 		if err != nil {
 			return err
@@ -82,7 +83,7 @@ func TestRuntimeMissingReachesConditions(t *testing.T) {
 	c := loadCase(t, "minimal")
 	c.Agent.Spec.Extensions = []agentsv1alpha1.ExtensionSpec{{Name: "filesystem", Type: agentsv1alpha1.ExtensionStdio, Cmd: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem"}}}
 	createCase(t, c, ns)
-	eventually(t, "Degraded=True/RuntimeMissing naming the extension", func() error {
+	poll.UntilNil(t, "Degraded=True/RuntimeMissing naming the extension", func() error {
 		cond, err := agentCondition(ns, c.Agent.Name, agentsv1alpha1.ConditionDegraded)
 		if err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
@@ -88,33 +89,30 @@ func benchScale(b *testing.B, n int) {
 	}
 	created := time.Since(start)
 	// The StatefulSet is the last child applied for these agents.
-	for {
+	poll.Within(b, benchDeadline, fmt.Sprintf("%d StatefulSets", n), func() error {
 		// Metadata only: full StatefulSet lists would load the apiserver the
 		// benchmark measures.
 		l := &metav1.PartialObjectMetadataList{}
 		l.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("StatefulSetList"))
 		if err := env.Client.List(ctx, l, client.InNamespace(ns), client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}); err != nil {
-			b.Fatal(err)
+			return err
 		}
 		if len(l.Items) == n {
-			break
+			return nil
 		}
-		if time.Since(start) > benchDeadline {
-			have := map[string]bool{}
-			for _, it := range l.Items {
-				have[it.Name] = true
-			}
-			for i := range n {
-				name := fmt.Sprintf("agent-%03d", i)
-				if !have[name] {
-					a := &agentsv1alpha1.GooseAgent{}
-					_ = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a)
-					b.Fatalf("only %d of %d StatefulSets after %s; %s has status %+v", len(l.Items), n, benchDeadline, name, a.Status)
-				}
+		have := map[string]bool{}
+		for _, it := range l.Items {
+			have[it.Name] = true
+		}
+		for i := range n {
+			if name := fmt.Sprintf("agent-%03d", i); !have[name] {
+				a := &agentsv1alpha1.GooseAgent{}
+				_ = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a)
+				return fmt.Errorf("only %d; %s has status %+v", len(l.Items), name, a.Status)
 			}
 		}
-		time.Sleep(time.Second)
-	}
+		return fmt.Errorf("%d", len(l.Items))
+	})
 	applied := time.Since(start)
 	writesToConverge := h.writes.Load()
 
@@ -129,13 +127,14 @@ func benchScale(b *testing.B, n int) {
 		return h.writes.Load() - before
 	}
 	// Let queued reconciles (status writes after the last apply) finish.
-	deadline := time.Now().Add(2 * time.Minute)
-	var w int64
-	for w = resync(); w != 0 && time.Now().Before(deadline); w = resync() {
-		time.Sleep(time.Second)
-	}
+	poll.Within(b, 2*time.Minute, "the reconciles to settle", func() error {
+		if w := resync(); w != 0 {
+			return fmt.Errorf("a resync still wrote %d objects", w)
+		}
+		return nil
+	})
 	resyncStart := time.Now()
-	w = resync()
+	w := resync()
 	resyncTime := time.Since(resyncStart)
 
 	b.ReportMetric(float64(n), "agents")

@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
@@ -221,20 +220,6 @@ func ensureNamespace(t testing.TB, name string) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-}
-
-// eventually polls cond until it returns nil or timeout passes.
-func eventually(t testing.TB, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s: %v", what, err)
 }
 
 // createCase creates a fixture's agent and referenced objects in ns.

@@ -18,7 +18,6 @@ import (
 )
 
 func main() {
-	startWithStackStart()
 	if err := runWithSignals(); err != nil {
 		fmt.Fprintln(os.Stderr, "adk2goose:", err)
 		os.Exit(1)

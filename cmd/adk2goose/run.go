@@ -16,7 +16,6 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/dustin/go-humanize"
 
-	"github.com/adk2goose/goose-operator/internal/memrelease"
 	"github.com/adk2goose/goose-operator/internal/prestop"
 	"github.com/adk2goose/goose-operator/internal/secretfile"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
@@ -404,8 +403,6 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	}
 	serveCtx, stopServing := context.WithCancelCause(ctx)
 	defer stopServing(nil)
-	stopRelease := releaseMemoryWhenIdle(ctx, log, srv)
-	defer stopRelease()
 	if o.drainDir != "" {
 		stopWatch := drainOnRequest(ctx, log, srv, o, stopServing)
 		defer stopWatch()
@@ -417,28 +414,6 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		return cause
 	}
 	return nil
-}
-
-// When the sidecar gives the heap a burst of turns left back to the system
-// (memrelease); tests shorten them.
-var (
-	releaseEvery     = memrelease.DefaultEvery
-	releaseMinGrowth = uint64(memrelease.DefaultMinGrowth)
-)
-
-// releaseMemoryWhenIdle returns the heap a burst of turns left to the
-// system once no turn has run for a while (memrelease). The returned func
-// stops it and waits.
-func releaseMemoryWhenIdle(ctx context.Context, log *slog.Logger, srv *server.Server) (stop func()) {
-	return inBackground(ctx, func(ctx context.Context) {
-		memrelease.Run(ctx, memrelease.Config{
-			Every: releaseEvery, MinGrowth: releaseMinGrowth, Activity: srv.TurnActivity,
-			OnRelease: func(before, after uint64) {
-				log.Info("idle after turns: returned the heap's free memory to the system",
-					"heap_before_mib", before>>20, "heap_after_mib", after>>20)
-			},
-		})
-	})
 }
 
 // drainRequestInterval is how often the drain directory is looked at.

@@ -22,30 +22,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/adk2goose/goose-operator/internal/prestop"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/internal/testing/syncbuf"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(stackStartProbe) != "" {
-		probeStackStart() // this binary as the sidecar's main starts (TestStartsWithSmallStacks)
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // startRun runs the sidecar with args and env until ctx ends. It returns
 // the sidecar's base URL once it listens, and where run's result arrives.
@@ -134,8 +119,8 @@ func TestRunServesAndDrains(t *testing.T) {
 				if code, body := do(http.MethodPost, "/apps/my_goose/users/u/sessions", true); code != 200 {
 					t.Fatalf("create session %d %s", code, body)
 				}
-				waitUntil(t, "goose to start the session", func() bool { return serve.Calls("session/new") == 1 })
-				waitUntil(t, "its unused connection to close", func() bool { return serve.OpenConnections() == 0 })
+				poll.Until(t, "goose to start the session", func() bool { return serve.Calls("session/new") == 1 })
+				poll.Until(t, "its unused connection to close", func() bool { return serve.OpenConnections() == 0 })
 			}
 			// goose's preStop hook, as the kubelet runs it, returns once the
 			// sidecar has drained (nothing runs here), which then serves as

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
@@ -36,18 +36,6 @@ func start(t *testing.T, env *testenv.Env, reads *atomic.Int64) *references.Trac
 	return tr
 }
 
-// eventually polls cond for up to 30 s: the watch delivers changes
-// asynchronously, and the machine may be loaded.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestReadKeyRemembersUntilChanged: a value polled every interval costs one
 // apiserver read per change of its Secret, not one per poll; a changed or
 // deleted Secret is never answered from memory once the watch has seen it.
@@ -69,7 +57,7 @@ func TestReadKeyRemembersUntilChanged(t *testing.T) {
 		}
 		return v, found
 	}
-	eventually(t, "the Secret to be seen", func() bool { _, ok := read(); return ok })
+	poll.Until(t, "the Secret to be seen", func() bool { _, ok := read(); return ok })
 	before := reads.Load()
 	for range 10 {
 		if v, _ := read(); v != "v1" {
@@ -84,7 +72,7 @@ func TestReadKeyRemembersUntilChanged(t *testing.T) {
 	if err := env.Client.Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the new value", func() bool { v, _ := read(); return v == "v2" })
+	poll.Until(t, "the new value", func() bool { v, _ := read(); return v == "v2" })
 
 	if v, found := func() (string, bool) {
 		v, found, err := tr.ReadKey(ctx, render.KindSecret, "default", "token", "missing")
@@ -99,7 +87,7 @@ func TestReadKeyRemembersUntilChanged(t *testing.T) {
 	if err := env.Client.Delete(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the deletion", func() bool { _, ok := read(); return !ok })
+	poll.Until(t, "the deletion", func() bool { _, ok := read(); return !ok })
 
 	values, found, err := tr.Read(ctx, render.KindSecret, "default", "token")
 	if err != nil || found || values != nil {

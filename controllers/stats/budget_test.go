@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -80,14 +81,13 @@ func TestBudgetStatusFromTwoReplicas(t *testing.T) {
 
 	f.sidecars["talker-0"].converse("alice", "s1", "hello there")       // 10+11 in, 11 out
 	f.sidecars["talker-1"].converse("bob", "s2", "what is the weather") // 10+19 in, 19 out
-	deadline := time.Now().Add(30 * time.Second)
-	for _, sc := range f.sidecars {
-		for b := sc.figures().Budget; b == nil || !b.Exhausted || b.Used.Total != 80; b = sc.figures().Budget {
-			if time.Now().After(deadline) {
-				t.Fatalf("the pods did not agree the budget is spent: %+v", b)
+	for name, sc := range f.sidecars {
+		poll.UntilNil(t, name+" to agree the budget is spent", func() error {
+			if b := sc.figures().Budget; b == nil || !b.Exhausted || b.Used.Total != 80 {
+				return fmt.Errorf("budget %+v", b)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	f.reconcile()
 	st = f.status()

@@ -32,6 +32,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
@@ -402,16 +403,14 @@ func TestMissingTokenKeepsFiguresAndSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The token is remembered until the watch reports the deletion: poll
-	// until it has (bounded), then check that the figures were kept.
+	// until it has, then check that the figures were kept.
 	var st agentsv1alpha1.GooseAgentStatus
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	poll.Until(t, "the stats to go stale", func() bool {
 		f.reconcile()
 		st = f.status()
-		if c := condition(st); c != nil && c.Reason == agentsv1alpha1.ReasonStatsStale || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		c := condition(st)
+		return c != nil && c.Reason == agentsv1alpha1.ReasonStatsStale
+	})
 	if st.Sessions != known.Sessions || st.Tokens != known.Tokens {
 		t.Fatalf("figures changed without a token: %+v %+v", st.Sessions, st.Tokens)
 	}
@@ -490,14 +489,12 @@ func TestManagerPollsOnInterval(t *testing.T) {
 
 	waitFor := func(what string, ok func(agentsv1alpha1.GooseAgentStatus) bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second) // generous: the machine is shared
-		for time.Now().Before(deadline) {
-			if ok(f.status()) {
-				return
+		poll.UntilNil(t, what, func() error {
+			if st := f.status(); !ok(st) {
+				return fmt.Errorf("status %+v", st)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("timed out waiting for %s; status %+v", what, f.status())
+			return nil
+		})
 	}
 	waitFor("first collection", func(s agentsv1alpha1.GooseAgentStatus) bool { return condition(s) != nil })
 	f.sidecars["talker-0"].converse("alice", "s1", "hello")

@@ -3,6 +3,7 @@ package stats_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,6 +21,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/internal/fixtures"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -120,19 +122,20 @@ func TestEveryStatusFieldIsWritten(t *testing.T) {
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f.agent)}
 	var a agentsv1alpha1.GooseAgent
 	// The stats reconciler reads the token Secret through a watch: poll
-	// until the budget is in, bounded.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	// until the budget is in.
+	poll.UntilNil(t, "the budget in the status", func() error {
 		if _, err := main.Reconcile(ctx, req); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		f.reconcile()
 		if err := env.Client.Get(ctx, req.NamespacedName, &a); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if a.Status.Budget != nil && a.Status.StatsUpdatedAt != nil || time.Now().After(deadline) {
-			break
+		if a.Status.Budget == nil || a.Status.StatsUpdatedAt == nil {
+			return fmt.Errorf("budget %+v, updated at %v", a.Status.Budget, a.Status.StatsUpdatedAt)
 		}
-	}
+		return nil
+	})
 
 	fields, conditions := ownedStatus(t, &a)
 	owners := []string{controllers.FieldOwner, stats.FieldOwner}

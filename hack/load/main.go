@@ -11,9 +11,8 @@
 // connection loses it as it would against real goose. Each run uses new
 // sessions, opens every stream at once, and waits for the sidecar to settle
 // (goroutines back to baseline, after -goose-idle-timeout closed the
-// sessions' goose connections) before the next, and then for the RSS the
-// burst left to fall (the sidecar returns it once idle: memrelease). The
-// exit status is 1 when any stream failed.
+// sessions' goose connections) before the next. The exit status is 1 when
+// any stream failed.
 package main
 
 import (
@@ -42,7 +41,6 @@ type config struct {
 	gooseQueue   int
 	idleTimeout  time.Duration
 	settle       time.Duration
-	idleWait     time.Duration
 	sessionConns int
 }
 
@@ -58,8 +56,6 @@ func main() {
 	flag.IntVar(&cfg.gooseQueue, "goose-queue", goosetest.ServeOutboundCapacity, "the fake's outbound queue per connection (goose's 1024); 0: none, writes block")
 	flag.DurationVar(&cfg.idleTimeout, "goose-idle-timeout", 5*time.Second, "passed to adk2goose; 0: not passed (binaries without the flag)")
 	flag.DurationVar(&cfg.settle, "settle", 2*time.Minute, "longest wait for the sidecar's goroutines to return to baseline after a run")
-	flag.DurationVar(&cfg.idleWait, "idle-wait", 45*time.Second,
-		"after the goroutines settle, longest wait for the sidecar to give the burst's memory back (its RSS below half the settled one): it does after two quiet 15 s looks")
 	flag.IntVar(&cfg.sessionConns, "create-concurrency", 64, "sessions created at once before each run")
 	flag.Parse()
 	ok, err := run(context.Background(), cfg)
@@ -116,8 +112,8 @@ func run(ctx context.Context, cfg config) (bool, error) {
 	fmt.Printf("adk2goose %s; fake goose %s (outbound queue %d for serve); %d concurrent sessions x %d turns; a reply is %d deltas over %s\n",
 		cfg.binary, cfg.flavor, cfg.gooseQueue, cfg.streams, cfg.turns, cfg.deltas, cfg.replyTime)
 	fmt.Printf("sidecar at rest: RSS %.0f MiB, %d goroutines\n\n", base.RSSMiB, base.Goroutines)
-	fmt.Printf("%4s %9s %7s %9s %10s %10s %12s %9s %13s %15s %12s %16s %9s %14s\n",
-		"run", "completed", "errors", "max open", "TTFE p50", "TTFE p99", "later p50", "wall", "peak RSS MiB", "peak goroutines", "CPU s/run", "after: RSS MiB", "goroutines", "idle: RSS MiB")
+	fmt.Printf("%4s %9s %7s %9s %10s %10s %12s %9s %13s %15s %12s %16s %9s\n",
+		"run", "completed", "errors", "max open", "TTFE p50", "TTFE p99", "later p50", "wall", "peak RSS MiB", "peak goroutines", "CPU s/run", "after: RSS MiB", "goroutines")
 	allOK := true
 	for r := 1; r <= cfg.runs; r++ {
 		res, err := oneRun(ctx, cfg, sc, hc, r)
@@ -128,17 +124,13 @@ func run(ctx context.Context, cfg config) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		idle, err := awaitRSSBelow(ctx, sc, after.RSSMiB/2, cfg.idleWait)
-		if err != nil {
-			return false, err
-		}
 		later := "-"
 		if len(res.ttfeLater) > 0 {
 			later = percentile.Of(res.ttfeLater, 50).Round(time.Millisecond).String()
 		}
-		fmt.Printf("%4d %9d %7d %9d %10s %10s %12s %9s %13.0f %15d %12.1f %16.0f %9d %14.0f\n",
+		fmt.Printf("%4d %9d %7d %9d %10s %10s %12s %9s %13.0f %15d %12.1f %16.0f %9d\n",
 			r, res.completed, res.errors, res.maxOpen, percentile.Of(res.ttfe, 50).Round(time.Millisecond), percentile.Of(res.ttfe, 99).Round(time.Millisecond),
-			later, res.wall.Round(10*time.Millisecond), res.peak.RSSMiB, res.peak.Goroutines, res.cpu.Seconds(), after.RSSMiB, after.Goroutines, idle)
+			later, res.wall.Round(10*time.Millisecond), res.peak.RSSMiB, res.peak.Goroutines, res.cpu.Seconds(), after.RSSMiB, after.Goroutines)
 		for _, e := range res.samples {
 			fmt.Printf("     error: %s\n", e)
 		}
@@ -148,23 +140,6 @@ func run(ctx context.Context, cfg config) (bool, error) {
 	}
 	fmt.Printf("\n%s\n", g.summary())
 	return allOK, nil
-}
-
-// awaitRSSBelow polls the sidecar's RSS until it is below mib or limit
-// passes, and returns the last reading.
-func awaitRSSBelow(ctx context.Context, sc *sidecarproc.Sidecar, mib float64, limit time.Duration) (float64, error) {
-	deadline := time.Now().Add(limit)
-	for {
-		s, err := sidecarproc.ReadProc(sc.Pid())
-		if err != nil || s.RSSMiB < mib || time.Now().After(deadline) {
-			return s.RSSMiB, err
-		}
-		select {
-		case <-ctx.Done():
-			return s.RSSMiB, ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
 }
 
 // fakeGoose is the fake goose server the sidecar talks to.

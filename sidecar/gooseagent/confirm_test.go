@@ -13,6 +13,7 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
@@ -208,19 +209,12 @@ func TestConfirmationTimeout(t *testing.T) {
 	h, ctrl := newConfirmHarness(t, approvalScript, 150*time.Millisecond)
 	key := gooseagent.SessionKey{AppName: "app", UserID: "u", SessionID: "s"}
 	id := confirmationOf(t, h.run(t, "delete x", agent.StreamingModeSSE))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, "deny and cancel after the timeout", func() bool {
 		dec, closed := h.backend.snapshot()
-		if len(dec) == 1 && closed == 1 {
-			if dec[0] != "g1/c1=deny_once" {
-				t.Fatalf("decision %v", dec)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no deny+cancel after the timeout: %v %d", dec, closed)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(dec) == 1 && closed == 1
+	})
+	if dec, _ := h.backend.snapshot(); dec[0] != "g1/c1=deny_once" {
+		t.Fatalf("decision %v", dec)
 	}
 	if _, ok := ctrl.PendingConfirmation(key); ok {
 		t.Fatal("still pending after timeout")

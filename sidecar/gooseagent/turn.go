@@ -21,11 +21,8 @@ import (
 
 // turn translates one goose reply into ADK events.
 type turn struct {
-	g  *gooseAgent
-	ic agent.InvocationContext
-	// eventCtx is ic for adk-go's event id and time providers (see
-	// rememberedValues).
-	eventCtx  context.Context
+	g         *gooseAgent
+	ic        agent.InvocationContext
 	yield     func(*session.Event, error) bool
 	key       SessionKey
 	streaming bool
@@ -58,7 +55,7 @@ func newTurn(g *gooseAgent, ic agent.InvocationContext, yield func(*session.Even
 		streaming = rc.StreamingMode == agent.StreamingModeSSE
 	}
 	return &turn{
-		g: g, ic: ic, eventCtx: rememberValues(ic), yield: yield,
+		g: g, ic: ic, yield: yield,
 		key:        SessionKey{AppName: s.AppName(), UserID: s.UserID(), SessionID: s.ID()},
 		streaming:  streaming,
 		start:      time.Now(),
@@ -489,7 +486,7 @@ func (t *turn) takeText() []*genai.Part {
 }
 
 func (t *turn) newEvent(c *genai.Content) *session.Event {
-	ev := session.NewEventWithContext(t.eventCtx, t.ic.InvocationID())
+	ev := session.NewEventWithContext(t.ic, t.ic.InvocationID())
 	ev.Author = t.g.cfg.Name
 	ev.Branch = t.ic.Branch()
 	ev.LLMResponse = model.LLMResponse{Content: c}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/internal/relay"
 	"github.com/adk2goose/goose-operator/internal/testing/percentile"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -134,13 +135,7 @@ func BenchmarkStreamPaths(b *testing.B) {
 		if !p.startsGoose {
 			return
 		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for gooseStarts() < before+n {
-			if time.Now().After(deadline) {
-				b.Fatalf("%s: %d of %d goose sessions started", p.name, gooseStarts()-before, n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		poll.Until(b, fmt.Sprintf("%s: %d goose sessions to start", p.name, n), func() bool { return gooseStarts() >= before+n })
 	}
 	viaGoose := func(c goose.Backend) func(int) (func(context.Context, string, func()) error, error) {
 		return func(int) (func(context.Context, string, func()) error, error) {

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/adk/agent"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
@@ -286,7 +287,7 @@ func TestBudgetRaisedRolledOverAndRestarted(t *testing.T) {
 	sc.refused("/run_sse", "s", "50400")
 
 	writeBudget(t, file, "Day", 200)
-	waitFor(t, 10*time.Second, "the raised budget to be read", func() bool {
+	poll.Until(t, "the raised budget to be read", func() bool {
 		st := sc.stats().Budget
 		return st.Limits.TotalTokens == 200 && !st.Exhausted
 	})
@@ -310,7 +311,7 @@ func TestBudgetRaisedRolledOverAndRestarted(t *testing.T) {
 
 	// The same spend seen by the week (from Monday): 260 of 250.
 	writeBudget(t, file, "Week", 250)
-	waitFor(t, 10*time.Second, "the weekly budget to be read", func() bool {
+	poll.Until(t, "the weekly budget to be read", func() bool {
 		st := sc.stats().Budget
 		return st.Limits.Period == budget.Week && st.Used.Total == 260 && st.Exhausted
 	})
@@ -374,14 +375,14 @@ func TestBudgetTwoReplicas(t *testing.T) {
 	p.pods[0].spend("s0", 60)
 	p.pods[1].spend("s1", 30)
 	for i, sc := range p.pods {
-		waitFor(t, 10*time.Second, fmt.Sprintf("pod %d to count both pods' 90 tokens", i), func() bool {
+		poll.Until(t, fmt.Sprintf("pod %d to count both pods' 90 tokens", i), func() bool {
 			st := sc.stats().Budget
 			return st.Used.Total == 90 && !st.Exhausted && st.PeersUnanswered == 0
 		})
 	}
 	p.pods[1].spend("s1", 30) // 90 < 100: admitted; the agent is at 120
 	p.pods[1].refused("/run_sse", "s1", "50400")
-	waitFor(t, 10*time.Second, "pod 0 to learn the budget is spent", func() bool { return p.pods[0].stats().Budget.Exhausted })
+	poll.Until(t, "pod 0 to learn the budget is spent", func() bool { return p.pods[0].stats().Budget.Exhausted })
 	// Pod 0 itself used only 60 of 100.
 	r := p.pods[0].refused("/run_sse", "s0", "50400")
 	if r.Used.Total != 120 {
@@ -397,7 +398,7 @@ func TestBudgetTwoReplicas(t *testing.T) {
 		t.Fatalf("pod 0 after its restart with its peer down: %+v", st)
 	}
 	p.pods[0].refused("/run", "s0", "50400")
-	waitFor(t, 10*time.Second, "pod 0 to notice its peer does not answer", func() bool {
+	poll.Until(t, "pod 0 to notice its peer does not answer", func() bool {
 		return p.pods[0].stats().Budget.PeersUnanswered == 1
 	})
 
@@ -405,13 +406,13 @@ func TestBudgetTwoReplicas(t *testing.T) {
 	p.clock.Set(monday10.Add(24 * time.Hour))
 	p.start(1)
 	p.pods[1].spend("s1", 70)
-	waitFor(t, 10*time.Second, "pod 0 to count pod 1's new day", func() bool {
+	poll.Until(t, "pod 0 to count pod 1's new day", func() bool {
 		st := p.pods[0].stats().Budget
 		return st.Used.Total == 70 && st.PeersUnanswered == 0
 	})
 	p.pods[0].spend("s0", 40) // 70 < 100: admitted; 110
 	for i, sc := range p.pods {
-		waitFor(t, 10*time.Second, fmt.Sprintf("pod %d to refuse on the new day", i), func() bool { return sc.stats().Budget.Exhausted })
+		poll.Until(t, fmt.Sprintf("pod %d to refuse on the new day", i), func() bool { return sc.stats().Budget.Exhausted })
 		sc.refused("/run_sse", fmt.Sprint("s", i), "50400")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/adk2goose/goose-operator/internal/bearer"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -111,18 +112,6 @@ func startObserved(t *testing.T, name string, s goosetest.Script) (goose.Backend
 			}
 			return out
 		},
-	}
-}
-
-// waitFor polls cond until it holds or within passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -325,7 +314,7 @@ func TestConfirmationTimeout(t *testing.T) {
 			_, frames := sc.runSSE(runBody("u", "s", "delete x", true))
 			id := confirmationFrame(t, frames)
 			start := time.Now()
-			waitFor(t, 3*time.Second, "goose told of the denial", func() bool {
+			poll.Until(t, "goose told of the denial", func() bool {
 				d := obs.decisions()
 				return len(d) == 1 && d[0].outcome == obs.denied && len(obs.cancels()) == 1
 			})
@@ -333,7 +322,7 @@ func TestConfirmationTimeout(t *testing.T) {
 				t.Fatalf("denied after %v, before the timeout", d)
 			}
 			// The event saying why is written right after goose was told.
-			waitFor(t, time.Second, "history says why", func() bool {
+			poll.Until(t, "history says why", func() bool {
 				_, evs := sc.history("u", "s")
 				last := evs[len(evs)-1]
 				msg, _ := jpath(last, "errorMessage").(string)
@@ -559,7 +548,7 @@ func TestA2ACancel(t *testing.T) {
 			if err != nil || task.Status.State != a2a.TaskStateCanceled {
 				t.Fatalf("cancel: %v %+v", err, task)
 			}
-			waitFor(t, time.Second, "goose sees the cancel", func() bool { return len(obs.cancels()) == 1 })
+			poll.Until(t, "goose sees the cancel", func() bool { return len(obs.cancels()) == 1 })
 			cancel()
 			<-done
 		})
@@ -581,7 +570,6 @@ func TestA2ACancel(t *testing.T) {
 				final.Status.Message.Parts[0].Meta()["adk_is_long_running"] != true {
 				t.Fatalf("final status %+v", final)
 			}
-			start := time.Now()
 			task, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: final.TaskID})
 			for i := 0; err != nil && i < 50 && (strings.Contains(err.Error(), "queue is closed") ||
 				strings.Contains(err.Error(), "cannot be canceled")); i++ {
@@ -596,7 +584,7 @@ func TestA2ACancel(t *testing.T) {
 			if err != nil || task.Status.State != a2a.TaskStateCanceled {
 				t.Fatalf("cancel: %v %+v", err, task)
 			}
-			waitFor(t, time.Second-time.Since(start), "goose told deny and cancel", func() bool {
+			poll.Until(t, "goose told deny and cancel", func() bool {
 				d := obs.decisions()
 				return len(d) == 1 && d[0].outcome == obs.denied && len(obs.cancels()) == 1
 			})
@@ -637,7 +625,7 @@ func TestRESTClientDisconnectCancelsGoose(t *testing.T) {
 				}
 				start := time.Now()
 				cancel()
-				waitFor(t, time.Second, "goose sees the cancel", func() bool { return len(obs.cancels()) == 1 })
+				poll.Until(t, "goose sees the cancel", func() bool { return len(obs.cancels()) == 1 })
 				t.Logf("cancel reached goose after %v", time.Since(start))
 			})
 		}
@@ -662,7 +650,7 @@ func TestDrainCancelsPendingConfirmation(t *testing.T) {
 			// sent before reaches goose ahead of the close; the fake records
 			// it as it reads it, so the check waits for that.
 			_ = b.Close()
-			waitFor(t, 5*time.Second, "goose to record the denial and the cancel", func() bool {
+			poll.Until(t, "goose to record the denial and the cancel", func() bool {
 				d := obs.decisions()
 				return len(d) == 1 && d[0].outcome == obs.denied && len(obs.cancels()) == 1
 			})
@@ -741,7 +729,7 @@ func TestA2AConfirmationTimeout(t *testing.T) {
 			if len(last.LongRunningToolIDs) != 1 {
 				t.Fatalf("no confirmation: %s", dumpEvents(evs))
 			}
-			waitFor(t, 3*time.Second, "goose told of the denial", func() bool {
+			poll.Until(t, "goose told of the denial", func() bool {
 				d := obs.decisions()
 				return len(d) == 1 && d[0].outcome == obs.denied && len(obs.cancels()) == 1
 			})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
@@ -141,7 +142,7 @@ func TestDrainLetsTheRunningTurnFinish(t *testing.T) {
 			drained := make(chan error, 1)
 			go func() { drained <- sc.srv.Drain(t.Context()) }()
 
-			waitFor(t, 10*time.Second, "readyz reports the drain", func() bool {
+			poll.Until(t, "readyz reports the drain", func() bool {
 				code, _ := sc.do(http.MethodGet, "/readyz", nil)
 				return code == http.StatusServiceUnavailable
 			})
@@ -245,7 +246,7 @@ func TestDrainDeletesUnusedEarlySessions(t *testing.T) {
 	}
 	state, _ := sc.history("u", "used")
 	usedID, _ := jpath(state, "state", gooseagent.SessionIDStateKey(appName)).(string)
-	waitFor(t, 10*time.Second, "both early goose sessions started", func() bool { return len(f.SessionIDs()) == 2 })
+	poll.Until(t, "both early goose sessions started", func() bool { return len(f.SessionIDs()) == 2 })
 
 	if err := sc.srv.Drain(t.Context()); err != nil {
 		t.Fatalf("Drain: %v", err)

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -156,17 +155,8 @@ func TestDrainEndsOpenStreams(t *testing.T) {
 			b := fl.start(t, slow)
 			sc := startSidecar(t, b, t.TempDir())
 			sc.createSession("u", "s")
-			j, _ := json.Marshal(runBody("u", "s", "x", true))
-			req, _ := http.NewRequest(http.MethodPost, sc.URL+"/run_sse", strings.NewReader(string(j)))
-			req.Header.Set("X-API-Key", testToken)
-			resp, err := httpClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			frames := make(chan []sseFrame, 1)
-			go func() { frames <- readSSE(t, resp.Body) }()
-			time.Sleep(200 * time.Millisecond) // the first delta is out
+			frames := sc.openSSE(runBody("u", "s", "x", true))
+			waitForText(t, frames, "a") // the first delta is out
 			start := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
@@ -177,12 +167,18 @@ func TestDrainEndsOpenStreams(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("drain hung")
 			}
-			got := <-frames
+			var got []sseFrame
+			for f := range frames {
+				got = append(got, f)
+			}
 			if d := time.Since(start); d > 15*time.Second {
 				t.Fatalf("drain took %v", d)
 			}
+			if len(got) == 0 {
+				t.Fatal("the stream ended without a frame after the drain")
+			}
 			last := got[len(got)-1]
-			if last.Event != "error" || !strings.Contains(last.Data["error"].(string), "shutting down") {
+			if msg, _ := last.Data["error"].(string); last.Event != "error" || !strings.Contains(msg, "shutting down") {
 				t.Fatalf("frames %v", got)
 			}
 		})

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/genai"
@@ -88,175 +88,99 @@ func runPeerKey(r *http.Request) (peering.Key, bool) {
 	return peering.Key{User: req.UserID, Session: req.SessionID}, true
 }
 
-// runDecodes counts decodeRunRequest calls, for the test that every run is
-// decoded once.
-var runDecodes atomic.Int64
-
-// runField is one field of a run request.
-type runField int
-
-const (
-	fieldAppName runField = iota
-	fieldUserID
-	fieldSessionID
-	fieldNewMessage
-	fieldStreaming
-	fieldStateDelta
-	runFieldCount
-)
-
-// runFieldNames are the names adkrest decodes, in the order problems are
-// reported.
-var runFieldNames = [runFieldCount]string{"appName", "userId", "sessionId", "newMessage", "streaming", "stateDelta"}
-
-// runFieldSpellings maps every accepted spelling of a field: adkrest's
-// camelCase and the snake_case of Python clients. Other fields (the web
-// UI's functionCallEventId, Python's invocationId, …) are dropped.
-var runFieldSpellings = map[string]runField{
-	"appName": fieldAppName, "app_name": fieldAppName,
-	"userId": fieldUserID, "user_id": fieldUserID,
-	"sessionId": fieldSessionID, "session_id": fieldSessionID,
-	"newMessage": fieldNewMessage, "new_message": fieldNewMessage,
-	"streaming":  fieldStreaming,
-	"stateDelta": fieldStateDelta, "state_delta": fieldStateDelta,
-}
-
 var errNotObject = errors.New("body must be a JSON object")
 
-// decodeRunRequest decodes what real ADK clients send to /run and /run_sse
-// in one pass over the body: field names in camelCase or snake_case (the
-// camelCase one wins when a client sends both), unknown fields dropped, a
-// bare string message taken as a user text message, a missing role taken
-// as "user", and streaming as a boolean or its string. Its error names the
-// problem when the body cannot be a run request.
-func decodeRunRequest(body []byte) (*RunRequest, error) {
-	runDecodes.Add(1)
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errNotObject
-	}
-	var (
-		req       RunRequest
-		ids       [3]*string // appName, userId, sessionId; nil when absent or null
-		problems  [runFieldCount]error
-		fromCamel [runFieldCount]bool
-	)
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, errNotObject
-		}
-		name, _ := t.(string)
-		f, known := runFieldSpellings[name]
-		if !known || (name != runFieldNames[f] && fromCamel[f]) {
-			var skipped json.RawMessage
-			if err := dec.Decode(&skipped); err != nil {
-				return nil, errNotObject
-			}
-			continue
-		}
-		fromCamel[f] = name == runFieldNames[f]
-		first := nextByte(dec, body)
-		switch f {
-		case fieldAppName, fieldUserID, fieldSessionID:
-			ids[f] = nil
-			err = dec.Decode(&ids[f])
-		case fieldNewMessage:
-			req.NewMessage, err = decodeMessage(dec, first)
-		case fieldStreaming:
-			req.Streaming, err = decodeBool(dec, first)
-		case fieldStateDelta:
-			req.StateDelta = nil
-			if first == '{' {
-				err = dec.Decode(&req.StateDelta)
-			} else {
-				err = skipValue(dec, first, "an object")
-			}
-		}
-		if isSyntaxError(err) {
-			return nil, errNotObject
-		}
-		problems[f] = err
-	}
-	if _, err := dec.Token(); err != nil || len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
-		return nil, errNotObject
-	}
+// wireRun is a run request as real ADK clients send it: adkrest's
+// camelCase field names or the snake_case of Python clients. Each field is
+// decoded once a spelling is chosen (the camelCase one when a client sends
+// both), so a snake_case duplicate cannot fail a request. Other fields (the
+// web UI's functionCallEventId, Python's invocationId, …) are dropped.
+type wireRun struct {
+	AppName         json.RawMessage `json:"appName"`
+	AppNameSnake    json.RawMessage `json:"app_name"`
+	UserID          json.RawMessage `json:"userId"`
+	UserIDSnake     json.RawMessage `json:"user_id"`
+	SessionID       json.RawMessage `json:"sessionId"`
+	SessionIDSnake  json.RawMessage `json:"session_id"`
+	NewMessage      json.RawMessage `json:"newMessage"`
+	NewMessageSnake json.RawMessage `json:"new_message"`
+	Streaming       json.RawMessage `json:"streaming"`
+	StateDelta      json.RawMessage `json:"stateDelta"`
+	StateDeltaSnake json.RawMessage `json:"state_delta"`
+}
 
-	for f, dst := range []*string{&req.AppName, &req.UserID, &req.SessionID} {
-		switch {
-		case problems[f] != nil || (ids[f] != nil && *ids[f] == ""):
-			return nil, fmt.Errorf("%s must be a non-empty string", runFieldNames[f])
-		case ids[f] == nil:
-			return nil, fmt.Errorf("%s is required", runFieldNames[f])
-		}
-		*dst = *ids[f]
+// decodeRunRequest decodes what real ADK clients send to /run and /run_sse:
+// field names in either spelling (wireRun), a bare string message taken as
+// a user text message, a missing role taken as "user", and streaming as a
+// boolean or its string. null means absent. Its error names the problem
+// when the body cannot be a run request.
+func decodeRunRequest(body []byte) (*RunRequest, error) {
+	var w wireRun
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return nil, errNotObject
 	}
-	if err := problems[fieldNewMessage]; err != nil {
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, errNotObject
+	}
+	var req RunRequest
+	for _, id := range []struct {
+		name string
+		raw  json.RawMessage
+		dst  *string
+	}{
+		{"appName", spelling(w.AppName, w.AppNameSnake), &req.AppName},
+		{"userId", spelling(w.UserID, w.UserIDSnake), &req.UserID},
+		{"sessionId", spelling(w.SessionID, w.SessionIDSnake), &req.SessionID},
+	} {
+		if isNull(id.raw) {
+			return nil, fmt.Errorf("%s is required", id.name)
+		}
+		if err := json.Unmarshal(id.raw, id.dst); err != nil || *id.dst == "" {
+			return nil, fmt.Errorf("%s must be a non-empty string", id.name)
+		}
+	}
+	var err error
+	if req.NewMessage, err = decodeMessage(spelling(w.NewMessage, w.NewMessageSnake)); err != nil {
 		return nil, fmt.Errorf("newMessage: %w", err)
 	}
 	if req.NewMessage == nil {
 		return nil, errors.New("newMessage is required")
 	}
-	if err := problems[fieldStreaming]; err != nil {
+	if req.Streaming, err = decodeBool(w.Streaming); err != nil {
 		return nil, fmt.Errorf("streaming: %w", err)
 	}
-	if problems[fieldStateDelta] != nil {
-		return nil, errors.New("stateDelta must be an object")
+	if delta := spelling(w.StateDelta, w.StateDeltaSnake); !isNull(delta) {
+		if err := json.Unmarshal(delta, &req.StateDelta); err != nil {
+			return nil, errors.New("stateDelta must be an object")
+		}
 	}
 	return &req, nil
 }
 
-// nextByte is the first byte of the value dec reads next: it has read the
-// value's key, and the colon after it is still to come.
-func nextByte(dec *json.Decoder, body []byte) byte {
-	for i := dec.InputOffset(); i < int64(len(body)); i++ {
-		switch c := body[i]; c {
-		case ' ', '\t', '\r', '\n', ':':
-		default:
-			return c
-		}
+// spelling is the field's camelCase value when the client sent it, else
+// its snake_case one.
+func spelling(camel, snake json.RawMessage) json.RawMessage {
+	if camel != nil {
+		return camel
 	}
-	return 0
+	return snake
 }
 
-// skipValue reads past the next value, which is well-formed JSON of the
-// wrong kind (want names the kinds allowed) unless it is null.
-func skipValue(dec *json.Decoder, first byte, want string) error {
-	var skipped json.RawMessage
-	if err := dec.Decode(&skipped); err != nil {
-		return err
-	}
-	if first == 'n' {
-		return nil
-	}
-	return errors.New("must be " + want)
-}
+// isNull reports a value that is absent or null.
+func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
 
-func isSyntaxError(err error) bool {
-	if err == nil {
-		return false
+func decodeBool(raw json.RawMessage) (bool, error) {
+	if isNull(raw) {
+		return false, nil
 	}
-	var se *json.SyntaxError
-	return errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
-}
-
-func decodeBool(dec *json.Decoder, first byte) (bool, error) {
-	switch first {
-	case 't', 'f':
-		var b bool
-		err := dec.Decode(&b)
-		return b, err
-	case '"':
-		var s string
-		if err := dec.Decode(&s); err != nil {
-			return false, err
-		}
+	var b bool
+	if json.Unmarshal(raw, &b) == nil {
+		return b, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
 		if b, err := strconv.ParseBool(s); err == nil {
 			return b, nil
-		}
-	default:
-		if err := skipValue(dec, first, "a boolean"); err != nil || first == 'n' {
-			return false, err
 		}
 	}
 	return false, errors.New("must be a boolean")
@@ -264,21 +188,21 @@ func decodeBool(dec *json.Decoder, first byte) (bool, error) {
 
 // decodeMessage decodes a message: a Content object, or a string taken as
 // a user text message. A null one is nil.
-func decodeMessage(dec *json.Decoder, first byte) (*genai.Content, error) {
-	switch first {
-	case '"':
+func decodeMessage(raw json.RawMessage) (*genai.Content, error) {
+	switch {
+	case isNull(raw):
+		return nil, nil
+	case raw[0] == '"':
 		var text string
-		if err := dec.Decode(&text); err != nil {
+		if err := json.Unmarshal(raw, &text); err != nil {
 			return nil, err
 		}
 		return genai.NewContentFromText(text, genai.RoleUser), nil
-	case '{':
+	case raw[0] == '{':
 		var c wireContent
-		if err := dec.Decode(&c); err != nil {
+		if err := json.Unmarshal(raw, &c); err != nil {
 			var te *json.UnmarshalTypeError
 			switch {
-			case isSyntaxError(err):
-				return nil, err
 			case errors.As(err, &te) && te.Field == "parts":
 				return nil, errors.New("parts must be an array")
 			case errors.As(err, &te):
@@ -288,7 +212,7 @@ func decodeMessage(dec *json.Decoder, first byte) (*genai.Content, error) {
 		}
 		return c.content()
 	}
-	return nil, skipValue(dec, first, "a Content object")
+	return nil, errors.New("must be a Content object")
 }
 
 // wireContent is a genai.Content as clients send it: Python clients and
@@ -360,18 +284,18 @@ func (w *wireContent) content() (*genai.Content, error) {
 			p.ThoughtSignature = wp.ThoughtSignatureSnake
 		}
 		if b := either(wp.InlineData, wp.InlineDataSnake); b != nil {
-			p.InlineData = &genai.Blob{Data: b.Data, MIMEType: or(b.MIMEType, b.MIMETypeSnake), DisplayName: or(b.DisplayName, b.DisplayNameSnake)}
+			p.InlineData = &genai.Blob{Data: b.Data, MIMEType: cmp.Or(b.MIMEType, b.MIMETypeSnake), DisplayName: cmp.Or(b.DisplayName, b.DisplayNameSnake)}
 		}
 		if f := either(wp.FileData, wp.FileDataSnake); f != nil {
-			p.FileData = &genai.FileData{FileURI: or(f.FileURI, f.FileURISnake), MIMEType: or(f.MIMEType, f.MIMETypeSnake), DisplayName: or(f.DisplayName, f.DisplayNameSnake)}
+			p.FileData = &genai.FileData{FileURI: cmp.Or(f.FileURI, f.FileURISnake), MIMEType: cmp.Or(f.MIMEType, f.MIMETypeSnake), DisplayName: cmp.Or(f.DisplayName, f.DisplayNameSnake)}
 		}
 		if v := either(wp.VideoMetadata, wp.VideoMetadataSnake); v != nil {
 			var err error
 			p.VideoMetadata = &genai.VideoMetadata{FPS: v.FPS}
-			if p.VideoMetadata.StartOffset, err = offset(or(v.StartOffset, v.StartOffsetSnake)); err != nil {
+			if p.VideoMetadata.StartOffset, err = offset(cmp.Or(v.StartOffset, v.StartOffsetSnake)); err != nil {
 				return nil, err
 			}
-			if p.VideoMetadata.EndOffset, err = offset(or(v.EndOffset, v.EndOffsetSnake)); err != nil {
+			if p.VideoMetadata.EndOffset, err = offset(cmp.Or(v.EndOffset, v.EndOffsetSnake)); err != nil {
 				return nil, err
 			}
 		}
@@ -395,13 +319,6 @@ func offset(s string) (time.Duration, error) {
 // snake_case one's.
 func either[T any](camel, snake *T) *T {
 	if camel != nil {
-		return camel
-	}
-	return snake
-}
-
-func or(camel, snake string) string {
-	if camel != "" {
 		return camel
 	}
 	return snake

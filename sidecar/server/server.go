@@ -430,11 +430,6 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Agent is the goose agent the server runs.
 func (s *Server) Agent() agent.Agent { return s.agent }
 
-// TurnActivity is how many turns (runs, A2A messages, session writes) have
-// started so far and how many are running now: what tells the sidecar it
-// is idle (memrelease).
-func (s *Server) TurnActivity() (started uint64, running int64) { return s.turns.activity() }
-
 // SessionService is the ADK session service (SQLite). It wraps adk-go's
 // database service, so database.AutoMigrate does not accept it (New has
 // migrated the database already).

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
@@ -47,8 +46,6 @@ type turnGate struct {
 	draining chan struct{}
 	// idle is closed once draining and no turn is taken.
 	idle chan struct{}
-	// taken counts the turns handed out so far.
-	taken atomic.Uint64
 }
 
 func newTurnGate() *turnGate {
@@ -107,7 +104,6 @@ func (g *turnGate) acquire(ctx context.Context, k gooseagent.SessionKey, wait ti
 	if !taken {
 		g.queues[k] = new([]chan struct{})
 		g.mu.Unlock()
-		g.taken.Add(1)
 		return release, nil
 	}
 	turn := make(chan struct{})
@@ -118,7 +114,6 @@ func (g *turnGate) acquire(ctx context.Context, k gooseagent.SessionKey, wait ti
 	defer timer.Stop()
 	select {
 	case <-turn:
-		g.taken.Add(1)
 		return release, nil
 	case <-ctx.Done():
 		err = context.Cause(ctx)
@@ -141,15 +136,6 @@ func (g *turnGate) acquire(ctx context.Context, k gooseagent.SessionKey, wait ti
 	}
 	g.mu.Unlock()
 	return nil, err
-}
-
-// activity is how many turns have been handed out so far and how many
-// sessions have theirs taken now.
-func (g *turnGate) activity() (taken uint64, running int64) {
-	g.mu.Lock()
-	running = int64(len(g.queues))
-	g.mu.Unlock()
-	return g.taken.Load(), running
 }
 
 func (g *turnGate) release(k gooseagent.SessionKey) {

@@ -1,11 +1,11 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
 
@@ -53,41 +53,6 @@ func TestTurnGateDrainWhenIdle(t *testing.T) {
 	}
 }
 
-// waitQueued waits until a request waits for k's turn.
-// TestTurnGateActivity: the gate counts every turn it hands out, whether
-// at once or after a wait, and the sessions whose turn is taken now.
-func TestTurnGateActivity(t *testing.T) {
-	g := newTurnGate()
-	a := gooseagent.SessionKey{AppName: "app", UserID: "u", SessionID: "a"}
-	b := gooseagent.SessionKey{AppName: "app", UserID: "u", SessionID: "b"}
-	want := func(started uint64, running int64) {
-		t.Helper()
-		if s, r := g.activity(); s != started || r != running {
-			t.Fatalf("activity %d started, %d running; want %d, %d", s, r, started, running)
-		}
-	}
-	want(0, 0)
-	relA, relB := mustAcquire(t, g, a), mustAcquire(t, g, b)
-	want(2, 2)
-	handed := make(chan func(), 1)
-	go func() {
-		rel, err := g.acquire(t.Context(), a, time.Hour)
-		if err != nil {
-			t.Error(err)
-			rel = func() {}
-		}
-		handed <- rel
-	}()
-	waitQueued(t, g, a)
-	want(2, 2) // waiting is not a turn yet
-	relA()
-	relA2 := <-handed
-	want(3, 2)
-	relA2()
-	relB()
-	want(3, 0)
-}
-
 // mustAcquire takes k's turn, which must be free.
 func mustAcquire(t *testing.T, g *turnGate, k gooseagent.SessionKey) (release func()) {
 	t.Helper()
@@ -98,21 +63,12 @@ func mustAcquire(t *testing.T, g *turnGate, k gooseagent.SessionKey) (release fu
 	return release
 }
 
+// waitQueued waits until a request waits for k's turn.
 func waitQueued(t *testing.T, g *turnGate, k gooseagent.SessionKey) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	for {
+	poll.Until(t, "the request to queue", func() bool {
 		g.mu.Lock()
-		n := len(*g.queues[k])
-		g.mu.Unlock()
-		if n > 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the request never queued")
-		case <-time.After(time.Millisecond):
-		}
-	}
+		defer g.mu.Unlock()
+		return len(*g.queues[k]) > 0
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -135,7 +136,7 @@ func TestTurnWaitRunsOut(t *testing.T) {
 		code, _ := sc.runSSE(runBody("u", "s", "long", true))
 		done <- code
 	}()
-	waitFor(t, 20*time.Second, "goose to get the first prompt", func() bool { return len(g.Prompts()) == 1 })
+	poll.Until(t, "goose to get the first prompt", func() bool { return len(g.Prompts()) == 1 })
 
 	for _, c := range []struct {
 		method, path string

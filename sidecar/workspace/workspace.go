@@ -99,9 +99,7 @@ type Config struct {
 type Manager struct {
 	cfg  Config
 	root *os.Root
-	// beneath finds existing directories in fewer system calls than root.
-	beneath *beneath
-	log     *slog.Logger
+	log  *slog.Logger
 
 	// mu orders creation against sweeping, so a sweep cannot remove a
 	// parent directory between MkdirAll's steps or a directory in use.
@@ -140,7 +138,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to open workspace root: %w", err)
 	}
-	return &Manager{cfg: cfg, root: root, beneath: openBeneath(cfg.Root), log: cfg.Logger, inUse: map[string]int{}}, nil
+	return &Manager{cfg: cfg, root: root, log: cfg.Logger, inUse: map[string]int{}}, nil
 }
 
 // Close releases the root. Directories stay.
@@ -151,7 +149,6 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closed = true
-	m.beneath.close()
 	return m.root.Close()
 }
 
@@ -241,10 +238,7 @@ func (m *Manager) mark(rel string, marked time.Time) time.Time {
 // directory, not a link.
 func (m *Manager) ensure(rel string) (used time.Time, err error) {
 	// Most turns find their directory: looking costs fewer system calls
-	// than trying to create it, and beneath looks at once.
-	if mod, ok := m.beneath.modTime(rel); ok {
-		return mod, nil
-	}
+	// than trying to create it.
 	fi, err := m.existingDir(rel)
 	if err == nil {
 		return fi.ModTime(), nil

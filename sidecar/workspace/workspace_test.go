@@ -273,6 +273,19 @@ func TestLinksAreNotFollowed(t *testing.T) {
 	if _, _, err := m.Open(context.Background(), "eve", "s"); err == nil {
 		t.Fatal("Open followed a link inside the root")
 	}
+	// So is a session directory that is a link to its sibling, whose
+	// turn has found it before.
+	_, release, err := m.Open(context.Background(), "victim", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := os.Symlink(workspace.Name("s"), filepath.Join(root, "sessions", workspace.Name("victim"), workspace.Name("last"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Open(context.Background(), "victim", "last"); err == nil {
+		t.Fatal("Open followed a link as the session's directory")
+	}
 }
 
 func TestRemove(t *testing.T) {

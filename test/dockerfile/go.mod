@@ -5,7 +5,10 @@ module github.com/adk2goose/goose-operator/test/dockerfile
 
 go 1.26.8
 
-require github.com/moby/buildkit v0.34.2
+require (
+	github.com/moby/buildkit v0.34.2
+	go.yaml.in/yaml/v3 v3.0.5
+)
 
 require (
 	github.com/agext/levenshtein v1.2.3 // indirect
@@ -17,6 +20,5 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/tonistiigi/go-csvvalue v0.0.0-20240814133006-030d3b2625d0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

@@ -25,6 +25,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 )
 
 const (
@@ -68,29 +70,29 @@ func (e *env) installManifest(t *testing.T) {
 func (e *env) waitManager(t *testing.T) {
 	t.Helper()
 	var pod corev1.Pod
-	eventually(t, "manager pod Ready (its readiness probe)", 3*time.Minute, func() (bool, string) {
+	poll.Within(t, 3*time.Minute, "manager pod Ready (its readiness probe)", func() error {
 		var pl corev1.PodList
 		if err := e.c.List(t.Context(), &pl, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
-			return false, err.Error()
+			return err
 		}
 		for _, p := range pl.Items {
 			if p.DeletionTimestamp == nil && podReady(&p) {
 				pod = p
-				return true, ""
+				return nil
 			}
 		}
-		return false, fmt.Sprintf("%d manager pods, none ready: %s", len(pl.Items), podsState(pl.Items))
+		return fmt.Errorf("%d manager pods, none ready: %s", len(pl.Items), podsState(pl.Items))
 	})
-	eventually(t, "leader election Lease held by the manager pod", time.Minute, func() (bool, string) {
+	poll.Within(t, time.Minute, "leader election Lease held by the manager pod", func() error {
 		var l coordinationv1.Lease
 		if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: operatorNS, Name: leaderLease}, &l); err != nil {
-			return false, err.Error()
+			return err
 		}
 		holder := ""
 		if l.Spec.HolderIdentity != nil {
 			holder = *l.Spec.HolderIdentity
 		}
-		return strings.HasPrefix(holder, pod.Name+"_"), "holder " + holder
+		return notYet(strings.HasPrefix(holder, pod.Name+"_"), "holder "+holder)
 	})
 	if pod.Spec.AutomountServiceAccountToken != nil && !*pod.Spec.AutomountServiceAccountToken {
 		t.Errorf("the manager pod has no service account token")
@@ -128,13 +130,13 @@ func (e *env) managerMetrics(t *testing.T, ns, pod string) {
 	tok := strings.TrimSpace(e.mustKubectl(t, "", "-n", ns, "create", "token", "metrics-client"))
 	url := fmt.Sprintf("https://%s.%s.svc:8443/metrics", metricsService, operatorNS)
 	var body string
-	eventually(t, "manager metrics over HTTPS with a reader's token", time.Minute, func() (bool, string) {
+	poll.Within(t, time.Minute, "manager metrics over HTTPS with a reader's token", func() error {
 		out, err := e.kubectl(t, "", "-n", ns, "exec", pod, "--", "client", "get", "-insecure", "-url", url, "-token", tok)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		body = out
-		return true, ""
+		return nil
 	})
 	if !strings.Contains(body, "controller_runtime_reconcile_total{controller=\"gooseagent\"") {
 		t.Errorf("the manager's metrics lack controller_runtime_reconcile_total for gooseagent:\n%.2000s", body)
@@ -210,9 +212,9 @@ func (e *env) samples(t *testing.T) {
 	}
 	// The manager reaches every sidecar's /stats over the pod network.
 	for _, name := range running {
-		eventually(t, name+" StatsAvailable", 2*time.Minute, func() (bool, string) {
+		poll.Within(t, 2*time.Minute, name+" StatsAvailable", func() error {
 			st, why := conditionStatus(e.agent(t, samplesNS, name), "StatsAvailable")
-			return st == "True", st + " " + why
+			return notYet(st == "True", st+" "+why)
 		})
 	}
 	table := e.mustKubectl(t, "", "-n", samplesNS, "get", "gooseagents")
@@ -306,12 +308,12 @@ func (e *env) chatThroughService(t *testing.T) string {
 
 	// The REST client saw its turn's usage; A2A's remote agent may not carry it,
 	// so the status must hold at least the REST tokens plus A2A's input.
-	eventually(t, "status shows the chat's 2 sessions and its tokens", 2*time.Minute, func() (bool, string) {
+	poll.Within(t, 2*time.Minute, "status shows the chat's 2 sessions and its tokens", func() error {
 		a := e.agent(t, samplesNS, name)
 		s, tk := a.Status.Sessions.Total, a.Status.Tokens.Total
 		st, why := conditionStatus(a, "StatsAvailable")
-		return s == 2 && tk >= rest.TotalTokens+a2a.TotalTokens && tk > rest.TotalTokens,
-			fmt.Sprintf("sessions %d tokens %d (REST turn %d, A2A turn %d); StatsAvailable=%s %s", s, tk, rest.TotalTokens, a2a.TotalTokens, st, why)
+		return notYet(s == 2 && tk >= rest.TotalTokens+a2a.TotalTokens && tk > rest.TotalTokens,
+			fmt.Sprintf("sessions %d tokens %d (REST turn %d, A2A turn %d); StatsAvailable=%s %s", s, tk, rest.TotalTokens, a2a.TotalTokens, st, why))
 	})
 	t.Logf("kubectl get gooseagent %s:\n%s", name, e.mustKubectl(t, "", "-n", samplesNS, "get", "gooseagent", name))
 	return pod
@@ -362,20 +364,20 @@ func (e *env) deleteAgent(t *testing.T) {
 	names := map[client.Object][]string{
 		children[0]: {name}, children[1]: {name, name + "-headless"}, children[2]: {name + "-adk2goose"}, children[3]: {name + "-goose-config"},
 	}
-	eventually(t, "the garbage collector removes the agent's children and pods", 2*time.Minute, func() (bool, string) {
+	poll.Within(t, 2*time.Minute, "the garbage collector removes the agent's children and pods", func() error {
 		for _, obj := range children {
 			for _, n := range names[obj] {
 				err := e.c.Get(t.Context(), client.ObjectKey{Namespace: samplesNS, Name: n}, obj)
 				if !apierrors.IsNotFound(err) {
-					return false, fmt.Sprintf("%T %s still there (%v)", obj, n, err)
+					return fmt.Errorf("%T %s still there (%v)", obj, n, err)
 				}
 			}
 		}
 		pods, err := e.agentPods(t, samplesNS, name)
 		if err != nil || len(pods) > 0 {
-			return false, fmt.Sprintf("%d pods left (%v)", len(pods), err)
+			return fmt.Errorf("%d pods left (%v)", len(pods), err)
 		}
-		return true, ""
+		return nil
 	})
 	var after corev1.PersistentVolumeClaim
 	if err := e.c.Get(t.Context(), client.ObjectKeyFromObject(claim), &after); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 )
 
 // clientImage is the image of the client pods (hack/e2e/images ClientRef).
@@ -132,27 +134,12 @@ func (e *env) mustKubectl(t *testing.T, stdin string, args ...string) string {
 	return out
 }
 
-// eventually polls cond until it holds, failing the test after timeout with
-// the last reason cond gave.
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var why string
-	for {
-		ok, reason := cond()
-		if ok {
-			return
-		}
-		why = reason
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s: %s", what, timeout, why)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%s: %v (last: %s)", what, t.Context().Err(), why)
-		case <-time.After(300 * time.Millisecond):
-		}
+// notYet is nil when ok, else an error saying why not, for poll's conditions.
+func notYet(ok bool, why string) error {
+	if ok {
+		return nil
 	}
+	return errors.New(why)
 }
 
 // namespace creates a namespace with labels for the test and deletes it
@@ -194,18 +181,18 @@ func conditionStatus(a *agentsv1alpha1.GooseAgent, typ string) (string, string) 
 func (e *env) waitAgentReady(t *testing.T, ns, name string, replicas int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	eventually(t, fmt.Sprintf("GooseAgent %s/%s Ready with %d ready pods", ns, name, replicas), 3*time.Minute, func() (bool, string) {
+	poll.Within(t, 3*time.Minute, fmt.Sprintf("GooseAgent %s/%s Ready with %d ready pods", ns, name, replicas), func() error {
 		var a agentsv1alpha1.GooseAgent
 		if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &a); err != nil {
-			return false, err.Error()
+			return err
 		}
 		if st, why := conditionStatus(&a, "Ready"); st != "True" {
-			return false, "Ready=" + st + " " + why + "; " + e.podSummary(t, ns, name)
+			return errors.New("Ready=" + st + " " + why + "; " + e.podSummary(t, ns, name))
 		}
 		var err error
 		pods, err = e.agentPods(t, ns, name)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		ready := 0
 		for _, p := range pods {
@@ -213,7 +200,7 @@ func (e *env) waitAgentReady(t *testing.T, ns, name string, replicas int) []core
 				ready++
 			}
 		}
-		return ready == replicas && len(pods) == replicas, fmt.Sprintf("%d/%d pods ready; %s", ready, replicas, e.podSummary(t, ns, name))
+		return notYet(ready == replicas && len(pods) == replicas, fmt.Sprintf("%d/%d pods ready; %s", ready, replicas, e.podSummary(t, ns, name)))
 	})
 	return pods
 }
@@ -282,12 +269,12 @@ spec:
     imagePullPolicy: Never
     securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, readOnlyRootFilesystem: true}
 `, name, ns, clientImage), "apply", "--server-side", "-f", "-")
-	eventually(t, "client pod ready", 2*time.Minute, func() (bool, string) {
+	poll.Within(t, 2*time.Minute, "client pod ready", func() error {
 		var p corev1.Pod
 		if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
-			return false, err.Error()
+			return err
 		}
-		return podReady(&p), string(p.Status.Phase)
+		return notYet(podReady(&p), string(p.Status.Phase))
 	})
 	return name
 }

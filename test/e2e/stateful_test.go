@@ -14,6 +14,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 )
 
 // configHashAnnotation is the pod-template annotation that rolls the pods
@@ -57,21 +59,21 @@ func (e *env) secretRoll(t *testing.T, pod string) {
 	}
 
 	e.mustKubectl(t, `{"stringData":{"api-key":"sk-e2e-rotated"}}`, "-n", samplesNS, "patch", "secret", "openai", "--type=merge", "--patch-file=/dev/stdin")
-	eventually(t, "the pod template hash changes", time.Minute, func() (bool, string) {
+	poll.Within(t, time.Minute, "the pod template hash changes", func() error {
 		if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: samplesNS, Name: name}, &sts); err != nil {
-			return false, err.Error()
+			return err
 		}
 		h := sts.Spec.Template.Annotations[configHashAnnotation]
-		return h != hash, "hash still " + h
+		return notYet(h != hash, "hash still "+h)
 	})
-	eventually(t, "a new pod replaces the old one and is Ready", 3*time.Minute, func() (bool, string) {
+	poll.Within(t, 3*time.Minute, "a new pod replaces the old one and is Ready", func() error {
 		pods, err := e.agentPods(t, samplesNS, name)
 		if err != nil || len(pods) != 1 {
-			return false, fmt.Sprintf("%d pods (%v)", len(pods), err)
+			return fmt.Errorf("%d pods (%v)", len(pods), err)
 		}
 		p := pods[0]
-		return p.UID != before.UID && podReady(&p) && p.Annotations[configHashAnnotation] == sts.Spec.Template.Annotations[configHashAnnotation],
-			e.podSummary(t, samplesNS, name)
+		return notYet(p.UID != before.UID && podReady(&p) && p.Annotations[configHashAnnotation] == sts.Spec.Template.Annotations[configHashAnnotation],
+			e.podSummary(t, samplesNS, name))
 	})
 	e.waitAgentReady(t, samplesNS, name, 1)
 	r2, err := e.chat(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case3", "-text", "after the roll")
@@ -97,10 +99,10 @@ func (e *env) podDeletion(t *testing.T, pod string) {
 		t.Fatal(err)
 	}
 	var sessions, tokens int64
-	eventually(t, "status counts the first turn", 2*time.Minute, func() (bool, string) {
+	poll.Within(t, 2*time.Minute, "status counts the first turn", func() error {
 		a := e.agent(t, samplesNS, name)
 		sessions, tokens = a.Status.Sessions.Total, a.Status.Tokens.Total
-		return sessions == 1 && tokens >= r1.TotalTokens && tokens > 0, fmt.Sprintf("sessions %d tokens %d", sessions, tokens)
+		return notYet(sessions == 1 && tokens >= r1.TotalTokens && tokens > 0, fmt.Sprintf("sessions %d tokens %d", sessions, tokens))
 	})
 	var claim corev1.PersistentVolumeClaim
 	if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: samplesNS, Name: "data-" + name + "-0"}, &claim); err != nil {
@@ -119,9 +121,9 @@ func (e *env) podDeletion(t *testing.T, pod string) {
 		r, err := e.chatOnce(t, samplesNS, pod, "rest", "-url", url, "-token", tok, "-app", name, "-session", "case4", "-text", "slow 8")
 		slow <- slowResult{r, err}
 	}()
-	eventually(t, "the slow turn runs", time.Minute, func() (bool, string) {
+	poll.Within(t, time.Minute, "the slow turn runs", func() error {
 		n := e.metric(t, pod, before.Status.PodIP, tok, inFlightRE)
-		return n == 1, fmt.Sprintf("%d goose replies in flight", n)
+		return notYet(n == 1, fmt.Sprintf("%d goose replies in flight", n))
 	})
 	if err := e.c.Delete(t.Context(), &before); err != nil {
 		t.Fatal(err)
@@ -136,13 +138,13 @@ func (e *env) podDeletion(t *testing.T, pod string) {
 		t.Fatalf("the turn running when its pod was deleted: %q, %v; want its whole answer", sr.r.Text, sr.err)
 	}
 	var after corev1.Pod
-	eventually(t, "a new pod is Ready", 3*time.Minute, func() (bool, string) {
+	poll.Within(t, 3*time.Minute, "a new pod is Ready", func() error {
 		pods, err := e.agentPods(t, samplesNS, name)
 		if err != nil || len(pods) != 1 {
-			return false, fmt.Sprintf("%d pods (%v)", len(pods), err)
+			return fmt.Errorf("%d pods (%v)", len(pods), err)
 		}
 		after = pods[0]
-		return after.UID != before.UID && podReady(&after), e.podSummary(t, samplesNS, name)
+		return notYet(after.UID != before.UID && podReady(&after), e.podSummary(t, samplesNS, name))
 	})
 	mounted := ""
 	for _, v := range after.Spec.Volumes {
@@ -167,11 +169,11 @@ func (e *env) podDeletion(t *testing.T, pod string) {
 	// The status is written only when it changes, so the new pod's figures
 	// show once the second turn counts: the first turn's tokens must still be
 	// in them, and no session added.
-	eventually(t, "status keeps the totals across the pod's deletion", 2*time.Minute, func() (bool, string) {
+	poll.Within(t, 2*time.Minute, "status keeps the totals across the pod's deletion", func() error {
 		a := e.agent(t, samplesNS, name)
 		want := tokens + sr.r.TotalTokens + r2.TotalTokens
-		return a.Status.Sessions.Total == sessions && a.Status.Tokens.Total == want,
-			fmt.Sprintf("sessions %d tokens %d; want %d and %d+%d+%d", a.Status.Sessions.Total, a.Status.Tokens.Total, sessions, tokens, sr.r.TotalTokens, r2.TotalTokens)
+		return notYet(a.Status.Sessions.Total == sessions && a.Status.Tokens.Total == want,
+			fmt.Sprintf("sessions %d tokens %d; want %d and %d+%d+%d", a.Status.Sessions.Total, a.Status.Tokens.Total, sessions, tokens, sr.r.TotalTokens, r2.TotalTokens))
 	})
 	if n := e.adkSessionEvents(t, pod, url, tok, name, "case4"); n < 6 {
 		t.Errorf("the ADK session holds %d events after three turns, want at least 6", n)

@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 )
 
 // Access is one request a user may or may not make.
@@ -30,25 +31,21 @@ func (a Access) String() string {
 // returned: a test that just wrote a Role must wait for it, not assume it.
 func (e *Env) WaitForAccess(t testing.TB, user, ns string, want ...Access) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	for _, w := range want {
-		for {
+		poll.UntilNil(t, fmt.Sprintf("user %s in %s: %s", user, ns, w), func() error {
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 				User: user,
 				ResourceAttributes: &authorizationv1.ResourceAttributes{
 					Namespace: ns, Group: w.Group, Resource: w.Resource, Verb: w.Verb,
 				},
 			}}
-			err := e.Client.Create(ctx, sar)
-			if err == nil && sar.Status.Allowed == w.Allowed {
-				break
+			if err := e.Client.Create(context.Background(), sar); err != nil {
+				return err
 			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("user %s in %s still not: %s (last answer %+v, error %v)", user, ns, w, sar.Status, err)
-			case <-time.After(50 * time.Millisecond):
+			if sar.Status.Allowed != w.Allowed {
+				return fmt.Errorf("last answer %+v", sar.Status)
 			}
-		}
+			return nil
+		})
 	}
 }

@@ -1,5 +1,5 @@
-// Package sqlitedb opens the sidecar's SQLite files: one DSN for all of them,
-// and connections that keep the statements they prepare (stmtcache.go).
+// Package sqlitedb opens the sidecar's SQLite files with one DSN for all of
+// them.
 package sqlitedb
 
 import (
@@ -9,15 +9,9 @@ import (
 	"net/url"
 	"path/filepath"
 
-	// Pure-Go SQLite, no cgo. modernc.org/sqlite itself rather than the
-	// glebarez fork of its 2023 version that adk-go's tests use: the fork
-	// prepares every statement again on each query (gorm's PrepareStmt
-	// cannot help), and SQLite's parser was 40% of loading a session
-	// (BenchmarkSessionLoad: 115-132 µs there, 75-77 µs here). The fork
-	// cannot be linked beside it (both register "sqlite"), so the session
-	// service uses gorm's own SQLite dialector on these connections.
-	// TimeFormat keeps the fork's way of storing times.
-	"modernc.org/sqlite"
+	// Pure-Go SQLite, no cgo. TimeFormat keeps the way the glebarez fork
+	// earlier sidecars used stored times.
+	_ "modernc.org/sqlite"
 )
 
 // TimeFormat is how times are stored: "YYYY-MM-DD HH:MM:SS.fffffffff+hh:mm"
@@ -25,10 +19,6 @@ import (
 // stored them. adk-go orders events and checks a session is not stale by
 // comparing these columns, so one database must not mix two formats.
 const TimeFormat = "2006-01-02 15:04:05.999999999-07:00"
-
-// KeptStatements is how many prepared statements each connection Open makes
-// keeps: every query of the sidecar's stores fits, with room to spare.
-const KeptStatements = 64
 
 // DSN builds a DSN for modernc.org/sqlite. WAL lets readers run beside the
 // single writer, busy_timeout waits out short write locks, and immediate
@@ -53,22 +43,20 @@ func dsn(path string, exclusive bool) string {
 	return "file:" + filepath.ToSlash(path) + "?" + q.Encode()
 }
 
-// Open opens the SQLite file at path (created on first use) with DSN, each
-// connection keeping up to KeptStatements prepared statements.
+// Open opens the SQLite file at path (created on first use) with DSN.
 func Open(path string) (*sql.DB, error) {
-	return OpenKeeping(path, KeptStatements)
+	return open(DSN(path), path)
 }
 
 // OpenExclusive opens the SQLite file at path as Open does, for a store
 // that one connection serves: the pool has that one connection, and it
 // holds the file locked for as long as it is open (locking_mode
 // EXCLUSIVE). SQLite then takes no file lock per transaction and keeps the
-// WAL index in the connection's memory instead of a shared -shm file: a
-// small write costs about half as much (BenchmarkSmallWrite), most of it
-// fcntl calls saved. Nothing else, in this process or another, can open
-// the file meanwhile; a process killed holding it loses its lock with it.
+// WAL index in the connection's memory instead of a shared -shm file.
+// Nothing else, in this process or another, can open the file meanwhile; a
+// process killed holding it loses its lock with it.
 func OpenExclusive(path string) (*sql.DB, error) {
-	db, err := open(dsn(path, true), path, KeptStatements)
+	db, err := open(dsn(path, true), path)
 	if err != nil {
 		return nil, err
 	}
@@ -79,21 +67,12 @@ func OpenExclusive(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// OpenKeeping is Open keeping up to n statements per connection; with n = 0
-// every statement is prepared again each time, as the driver alone does.
-func OpenKeeping(path string, n int) (*sql.DB, error) {
-	return open(DSN(path), path, n)
-}
-
-func open(source, path string, n int) (*sql.DB, error) {
-	c, err := sqlite.NewConnector(source)
+func open(source, path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", source)
 	if err != nil {
 		return nil, fmt.Errorf("failed to open %s: %w", path, err)
 	}
-	if n > 0 {
-		c = keepStatements(c, n)
-	}
-	return sql.OpenDB(c), nil
+	return db, nil
 }
 
 // Uncancelled is ctx without its cancellation and deadline, for statements
@@ -101,7 +80,7 @@ func open(source, path string, n int) (*sql.DB, error) {
 // end, database/sql starts a goroutine for each transaction and result set,
 // and modernc.org/sqlite one for each statement (even BEGIN and COMMIT),
 // each only to interrupt it when the context ends: for a session load,
-// more work than the reads themselves (BenchmarkGetRecent). What such a
+// more work than the reads themselves. What such a
 // statement can wait for, a lock, is bounded by busy_timeout; callers check
 // that ctx has not ended before they start.
 func Uncancelled(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
