@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,69 +77,145 @@ func decodeNotification(method string, params []byte) (decoded, error) {
 	return d, nil
 }
 
-// decodeSessionUpdate decodes any session/update through the SDK's types.
+// sessionUpdate holds what the client reads of a session/update (§2.6): one pass; the SDK's
+// union types decode each frame several times; binding target: CPU per reply <= 1.8x adk-only.
+type sessionUpdate struct {
+	SessionID string `json:"sessionId"`
+	// ACP's _meta is an object; nothing in it is read here.
+	Meta   struct{} `json:"_meta"`
+	Update struct {
+		SessionUpdate string     `json:"sessionUpdate"`
+		Meta          updateMeta `json:"_meta"`
+		// agent_message_chunk, agent_thought_chunk
+		MessageID string `json:"messageId"`
+		// a chunk's content block, or a tool call's content array
+		Content updateContent `json:"content"`
+		// tool_call, tool_call_update
+		ToolCallID string                `json:"toolCallId"`
+		Title      string                `json:"title"`
+		Status     acpsdk.ToolCallStatus `json:"status"`
+		RawInput   json.RawMessage       `json:"rawInput"`
+		RawOutput  json.RawMessage       `json:"rawOutput"`
+		// usage_update
+		Used int64 `json:"used"`
+		Size int64 `json:"size"`
+		Cost *struct {
+			Amount float64 `json:"amount"`
+		} `json:"cost"`
+	} `json:"update"`
+}
+
+// updateMeta is an update's _meta, where goose keeps its own fields.
+type updateMeta struct {
+	Goose metaField[struct {
+		MessageID   metaField[string] `json:"messageId"`
+		ActiveRunID metaField[string] `json:"activeRunId"`
+		ToolCall    metaField[struct {
+			ToolName metaField[string] `json:"toolName"`
+		}] `json:"toolCall"`
+	}] `json:"goose"`
+}
+
+// metaField is _meta.goose or a field in it: goose's own, so a value of
+// another JSON type than T reads as T's zero value instead of failing the
+// update. Set tells a field that is there, even null, from one that is not.
+type metaField[T any] struct {
+	V   T
+	Set bool
+}
+
+func (f *metaField[T]) UnmarshalJSON(b []byte) error {
+	f.Set = true
+	if json.Unmarshal(b, &f.V) != nil {
+		var zero T
+		f.V = zero
+	}
+	return nil
+}
+
+// updateContent is the one key of two shapes: a chunk's content block or a
+// tool call's content array, kept raw as only a final tool_call_update's is read.
+type updateContent struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text"`
+	Items json.RawMessage `json:"-"`
+}
+
+func (c *updateContent) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '[' {
+		c.Items = bytes.Clone(b)
+		return nil
+	}
+	type block updateContent // without this method
+	return json.Unmarshal(b, (*block)(c))
+}
+
+// decodeSessionUpdate decodes any session/update.
 func decodeSessionUpdate(params []byte) (decoded, error) {
-	var n acpsdk.SessionNotification
+	var n sessionUpdate
 	if err := json.Unmarshal(params, &n); err != nil {
 		return decoded{}, err
 	}
-	d := decoded{SessionID: string(n.SessionId)}
+	d := decoded{SessionID: n.SessionID}
 	if d.SessionID == "" {
 		return d, errNoSession
 	}
-	u := n.Update
-	switch {
-	case u.AgentMessageChunk != nil:
-		c := u.AgentMessageChunk
-		if c.Content.Text != nil {
-			d.Event = &goose.TextDelta{MessageID: messageID(c.MessageId, c.Meta), Text: c.Content.Text.Text}
-		}
-	case u.AgentThoughtChunk != nil:
-		c := u.AgentThoughtChunk
-		if c.Content.Text != nil {
-			d.Event = &goose.ThinkingDelta{MessageID: messageID(c.MessageId, c.Meta), Text: c.Content.Text.Text}
-		}
-	case u.ToolCall != nil:
-		tc := u.ToolCall
-		// goose's first tool_call omits status (pending) and kind (§2.6);
-		// the tool's real name is in _meta.goose.toolCall.toolName.
-		name := metaString(tc.Meta, "goose", "toolCall", "toolName")
-		if name == "" {
-			name = tc.Title
-		}
-		d.ToolName = name
-		d.Event = &goose.ToolRequest{ID: string(tc.ToolCallId), Name: name, Arguments: rawJSON(tc.RawInput)}
-		// A tool_call that already carries a final status (session/load
-		// replays) has no later update; nothing more to report here.
-	case u.ToolCallUpdate != nil:
-		tu := u.ToolCallUpdate
-		// Only completed/failed carry the result (§2.6); title-only updates
-		// (the async LLM title) and in_progress report nothing.
-		if tu.Status == nil || (*tu.Status != acpsdk.ToolCallStatusCompleted && *tu.Status != acpsdk.ToolCallStatusFailed) {
+	u := &n.Update
+	gm := &u.Meta.Goose.V
+	switch u.SessionUpdate {
+	case "agent_message_chunk", "agent_thought_chunk":
+		if u.Content.Type != "text" {
 			return d, nil
 		}
+		// The ACP messageId wins; goose puts it in _meta.goose (§2.6).
+		id := u.MessageID
+		if id == "" {
+			id = gm.MessageID.V
+		}
+		if u.SessionUpdate == "agent_message_chunk" {
+			d.Event = &goose.TextDelta{MessageID: id, Text: u.Content.Text}
+		} else {
+			d.Event = &goose.ThinkingDelta{MessageID: id, Text: u.Content.Text}
+		}
+	case "tool_call":
+		// goose's first tool_call omits status (pending) and kind (§2.6);
+		// the tool's real name is in _meta.goose.toolCall.toolName.
+		name := gm.ToolCall.V.ToolName.V
+		if name == "" {
+			name = u.Title
+		}
+		d.ToolName = name
+		d.Event = &goose.ToolRequest{ID: u.ToolCallID, Name: name, Arguments: jsonValue(u.RawInput)}
+		// A tool_call that already carries a final status (session/load
+		// replays) has no later update; nothing more to report here.
+	case "tool_call_update":
+		// Only completed/failed carry the result (§2.6); title-only updates
+		// (the async LLM title) and in_progress report nothing.
+		if u.Status != acpsdk.ToolCallStatusCompleted && u.Status != acpsdk.ToolCallStatusFailed {
+			return d, nil
+		}
+		text, err := toolText(u.Content.Items)
+		if err != nil {
+			return decoded{}, err
+		}
 		d.Event = &goose.ToolResponse{
-			ID:         string(tu.ToolCallId),
-			Name:       metaString(tu.Meta, "goose", "toolCall", "toolName"),
-			Text:       toolText(tu.Content),
-			IsError:    *tu.Status == acpsdk.ToolCallStatusFailed,
-			Structured: rawJSON(tu.RawOutput),
+			ID:         u.ToolCallID,
+			Name:       gm.ToolCall.V.ToolName.V,
+			Text:       text,
+			IsError:    u.Status == acpsdk.ToolCallStatusFailed,
+			Structured: jsonValue(u.RawOutput),
 		}
-	case u.SessionInfoUpdate != nil:
-		if g, ok := u.SessionInfoUpdate.Meta["goose"].(map[string]any); ok {
-			if v, present := g["activeRunId"]; present {
-				id, _ := v.(string) // null: the run ended
-				d.ActiveRun = &id
-			}
+	case "session_info_update":
+		if gm.ActiveRunID.Set {
+			id := gm.ActiveRunID.V // "" when null: the run ended
+			d.ActiveRun = &id
 		}
-	case u.UsageUpdate != nil:
-		uu := u.UsageUpdate
+	case "usage_update":
 		var cost *float64
-		if uu.Cost != nil {
-			c := uu.Cost.Amount
-			cost = &c
+		if u.Cost != nil {
+			cost = &u.Cost.Amount
 		}
-		d.stableUsage(int64(uu.Used), int64(uu.Size), cost)
+		d.stableUsage(u.Used, u.Size, cost)
 	}
 	return d, nil
 }
@@ -234,28 +311,15 @@ func (d *decoded) messageUsage(last goose.Usage) {
 	d.Event = &goose.UsageUpdate{Last: last.Normalized()}
 }
 
-// messageID prefers the ACP field and falls back to goose's
-// _meta.goose.messageId, where goose puts it (§2.6).
-func messageID(id *string, meta map[string]any) string {
-	if id != nil && *id != "" {
-		return *id
+// jsonValue is a raw JSON value, nil for none or null.
+func jsonValue(m json.RawMessage) json.RawMessage {
+	if string(m) == "null" {
+		return nil
 	}
-	return metaString(meta, "goose", "messageId")
+	return m
 }
 
-func metaString(m map[string]any, path ...string) string {
-	var cur any = m
-	for _, k := range path {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return ""
-		}
-		cur = mm[k]
-	}
-	s, _ := cur.(string)
-	return s
-}
-
+// rawJSON encodes a value decoded into any, nil for nil.
 func rawJSON(v any) json.RawMessage {
 	if v == nil {
 		return nil
@@ -267,12 +331,20 @@ func rawJSON(v any) json.RawMessage {
 	return b
 }
 
-func toolText(content []acpsdk.ToolCallContent) string {
+// toolText joins the text blocks of a tool call's content.
+func toolText(items json.RawMessage) (string, error) {
+	if items == nil {
+		return "", nil
+	}
+	var content []acpsdk.ToolCallContent
+	if err := json.Unmarshal(items, &content); err != nil {
+		return "", err
+	}
 	var parts []string
 	for _, c := range content {
 		if c.Content != nil && c.Content.Content.Text != nil {
 			parts = append(parts, c.Content.Content.Text.Text)
 		}
 	}
-	return strings.Join(parts, "\n")
+	return strings.Join(parts, "\n"), nil
 }

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -138,6 +139,35 @@ func TestDecodeNotificationActiveRun(t *testing.T) {
 	}
 }
 
+// TestDecodeNotificationToolCalls: a tool call's arguments and result as
+// goose sent them, and a result that cannot be read.
+func TestDecodeNotificationToolCalls(t *testing.T) {
+	update := func(u string) []byte { return []byte(`{"sessionId":"s","update":` + u + `}`) }
+	for _, c := range []struct {
+		name   string
+		params []byte
+		want   goose.Event
+	}{
+		{"arguments keep their JSON", update(`{"sessionUpdate":"tool_call","toolCallId":"t","title":"developer: shell","rawInput":{"n":12345678901234567890,"z":1,"a":"<&>"}}`),
+			&goose.ToolRequest{ID: "t", Name: "developer: shell", Arguments: json.RawMessage(`{"n":12345678901234567890,"z":1,"a":"<&>"}`)}},
+		{"null arguments are none", update(`{"sessionUpdate":"tool_call","toolCallId":"t","title":"x","rawInput":null,"_meta":{"goose":{"toolCall":{"toolName":"shell"}}}}`),
+			&goose.ToolRequest{ID: "t", Name: "shell"}},
+		{"a tool name that is no string is none", update(`{"sessionUpdate":"tool_call","toolCallId":"t","title":"x","_meta":{"goose":{"toolCall":{"toolName":5},"messageId":"m"}}}`),
+			&goose.ToolRequest{ID: "t", Name: "x"}},
+		{"a failure joins its text and skips the rest", update(`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"failed","content":[{"type":"content","content":{"type":"text","text":"a"}},{"type":"diff","path":"/p","newText":"b"},{"type":"content","content":{"type":"text","text":"c"}}],"rawOutput":null,"_meta":{"goose":{"toolCall":{"toolName":"shell"}}}}`),
+			&goose.ToolResponse{ID: "t", Name: "shell", Text: "a\nc", IsError: true}},
+		{"in_progress says nothing", update(`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"in_progress","content":[{"type":"content","content":{"type":"text","text":"a"}}]}`), nil},
+	} {
+		d, err := decodeNotification(methodSessionUpdate, c.params)
+		if err != nil || !reflect.DeepEqual(d.Event, c.want) {
+			t.Errorf("%s: decoded %#v, %v; want %#v", c.name, d.Event, err, c.want)
+		}
+	}
+	if d, err := decodeNotification(methodSessionUpdate, update(`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"completed","content":[{"type":"content","content":{"type":"text","text":5}}]}`)); err == nil {
+		t.Errorf("a result with unreadable content decoded to %#v", d.Event)
+	}
+}
+
 func FuzzDecodeNotification(f *testing.F) {
 	for _, s := range decodeSeeds {
 		f.Add(s.method, []byte(s.params))
@@ -196,5 +226,17 @@ func TestParseExportUsage(t *testing.T) {
 				t.Errorf("cost = %v, want 1", cost)
 			}
 		})
+	}
+}
+
+// BenchmarkDecodeNotificationTextChunk: the frame a reply is mostly made of.
+func BenchmarkDecodeNotificationTextChunk(b *testing.B) {
+	params := []byte(decodeSeeds[0].params)
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := decodeNotification(methodSessionUpdate, params)
+		if err != nil || d.Event == nil {
+			b.Fatalf("decoded %+v, %v", d, err)
+		}
 	}
 }
