@@ -11,8 +11,7 @@
 // pod its id hashes to (place), so that two pods given the same new id at
 // once (a client retrying through the Service, say) do not both create it.
 //
-// ARCHITECTURE.md planned session ids that carry the owning pod's ordinal;
-// ids chosen by clients (POST .../sessions/{id}, A2A contextIds) cannot, so
+// Session ids cannot carry the owning pod's ordinal: ids chosen by clients (POST .../sessions/{id}, A2A contextIds) cannot, so
 // ownership is asked for instead, one parallel round of peer queries per
 // forwarded request.
 package peering
