@@ -11,9 +11,9 @@
 // pod its id hashes to (place), so that two pods given the same new id at
 // once (a client retrying through the Service, say) do not both create it.
 //
-// Session ids cannot carry the owning pod's ordinal: ids chosen by clients (POST .../sessions/{id}, A2A contextIds) cannot, so
-// ownership is asked for instead, one parallel round of peer queries per
-// forwarded request.
+// Session ids cannot name their owning pod (clients choose them: POST
+// .../sessions/{id}, A2A contextIds), so ownership is asked for instead,
+// one parallel round of peer queries per forwarded request.
 package peering
 
 import (
