@@ -413,8 +413,8 @@ func chat(t *testing.T, origin string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	// goose's two deltas come as one partial event each, or as one event
-	// when they reached the sidecar together; then the final event.
+	// goose's two deltas come as one partial event each; then the final
+	// event.
 	var texts []string
 	var streamed, final strings.Builder
 	sc := bufio.NewScanner(resp.Body)

@@ -63,8 +63,8 @@ type Backend interface {
 	//     HasAccumulated and the session totals that Usage then returns.
 	//   - While an *ApprovalRequest is outstanding the stream blocks until
 	//     Approve is called.
-	//   - A consumer that reads it event by event uses OpenReply, which
-	//     needs no goroutine where the backend is a ReplyOpener.
+	//   - A consumer that reads it event by event uses iter.Pull2; stopping
+	//     it (or a range) before the end cancels the reply in goose.
 	Reply(ctx context.Context, sessionID string, msg UserMessage) iter.Seq2[Event, error]
 	// Approve answers an *ApprovalRequest received from Reply.
 	Approve(ctx context.Context, sessionID, requestID string, decision Decision) error

@@ -439,12 +439,15 @@ func (g *gooseAgent) run(ic agent.InvocationContext) iter.Seq2[*session.Event, e
 	}
 }
 
-// replyStream is a goose reply read event by event (goose.OpenReply). Its
-// context is detached from the request and linked to the current turn's
-// instead, so a reply paused at a tool approval survives the end of the turn
-// that asked and is relinked to the turn that answers.
+// replyStream is a goose reply read event by event (iter.Pull2 over
+// Backend.Reply), so that a turn can stop reading at a tool approval and the
+// turn that answers it can read on. Its context is detached from the request
+// and linked to the current turn's instead, so a reply paused at a tool
+// approval survives the end of the turn that asked and is relinked to the
+// turn that answers.
 type replyStream struct {
-	stream goose.ReplyStream
+	next   func() (goose.Event, error, bool)
+	stop   func()
 	cancel context.CancelFunc
 	unlink func() bool
 }
@@ -452,7 +455,7 @@ type replyStream struct {
 func openReply(ctx context.Context, b goose.Backend, gooseID string, msg goose.UserMessage) *replyStream {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &replyStream{cancel: cancel, unlink: context.AfterFunc(ctx, cancel)}
-	r.stream = goose.OpenReply(rctx, b, gooseID, msg)
+	r.next, r.stop = iter.Pull2(b.Reply(rctx, gooseID, msg))
 	return r
 }
 
@@ -468,9 +471,9 @@ func (r *replyStream) attach(ctx context.Context) {
 }
 
 // close ends the reply: cancelling first makes a backend blocked on the wire
-// return, then Close waits for the producer to finish.
+// return, then stop waits for the sequence to finish.
 func (r *replyStream) close() {
 	r.unlink()
 	r.cancel()
-	r.stream.Close()
+	r.stop()
 }

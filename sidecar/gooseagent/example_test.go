@@ -61,8 +61,8 @@ func Example() {
 
 	for _, text := range []string{"hello goose", "again"} {
 		msg := genai.NewContentFromText(text, genai.RoleUser)
-		// Partial events carry goose's text deltas as they arrive; deltas
-		// that arrived together come as one event.
+		// Partial events carry goose's text deltas as they arrive, one
+		// event per delta.
 		var streamed strings.Builder
 		for ev, err := range r.Run(ctx, "me", "s1", msg, agent.RunConfig{StreamingMode: agent.StreamingModeSSE}) {
 			if err != nil {

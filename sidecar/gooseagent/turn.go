@@ -183,9 +183,8 @@ func (t *turn) pump(reply *replyStream) {
 			reply.close()
 		}
 	}()
-	events := &lookahead{stream: reply.stream}
 	for {
-		ev, err, ok := events.next()
+		ev, err, ok := reply.next()
 		if !ok {
 			t.finish("", goose.ErrStreamBroken)
 			return
@@ -202,7 +201,7 @@ func (t *turn) pump(reply *replyStream) {
 			held = t.pause(reply, e)
 			return
 		}
-		if !t.handle(ev, events) {
+		if !t.handle(ev) {
 			return
 		}
 	}
@@ -334,17 +333,17 @@ func (t *turn) openSession(e *sessionEntry) error {
 
 // handle translates one non-final goose event. It returns false when the
 // consumer stopped.
-func (t *turn) handle(ev goose.Event, events *lookahead) bool {
+func (t *turn) handle(ev goose.Event) bool {
 	switch e := ev.(type) {
 	case *goose.TextDelta:
 		t.text.WriteString(e.Text)
 		if t.streaming && e.Text != "" {
-			return t.emitPartial(&genai.Part{Text: t.joinArrived(events, e.Text, false)}, nil)
+			return t.emitPartial(&genai.Part{Text: e.Text}, nil)
 		}
 	case *goose.ThinkingDelta:
 		t.thought.WriteString(e.Text)
 		if t.streaming && e.Text != "" {
-			return t.emitPartial(&genai.Part{Text: t.joinArrived(events, e.Text, true), Thought: true}, nil)
+			return t.emitPartial(&genai.Part{Text: e.Text, Thought: true}, nil)
 		}
 	case *goose.ToolRequest:
 		t.toolStarted(e)

@@ -122,7 +122,6 @@ type Client struct {
 var (
 	_ goose.Backend           = (*Client)(nil)
 	_ goose.WorkingDirResumer = (*Client)(nil) // gooseagent finds it by assertion: a lost method would not fail the build
-	_ goose.ReplyOpener       = (*Client)(nil) // likewise (goose.OpenReply)
 )
 
 // New validates cfg and returns a Client. It does not dial: goose may not be
@@ -722,7 +721,7 @@ func (c *Client) StartSession(ctx context.Context, opts goose.StartOptions) (goo
 	// barrier: goose sends the setup notifications (usage_update,
 	// available_commands_update) after its answer to session/new, and they
 	// are read before this answer. Without it a reply started at once could
-	// take them for its own (backendtest's ReplyStream "closed mid-stream"
+	// take them for its own (backendtest's PulledReply "stopped mid-stream"
 	// sees the setup usage_update first).
 	s, err := c.sessionInfo(ctx, id)
 	if err != nil {
@@ -1139,141 +1138,98 @@ func (c *Client) Approve(_ context.Context, sessionID, requestID string, decisio
 // prompt's result (or error) arrives. A ctx already done sends nothing; once
 // ctx is done, updates still queued are dropped and the sequence ends with
 // ctx's error after session/cancel went out (goose.Backend.Reply's rules).
+// The reply is released before its last value is yielded, so the consumer
+// may send the session's next prompt at once.
 func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMessage) iter.Seq2[goose.Event, error] {
-	return goose.ReplySeq(func() goose.ReplyStream { return c.OpenReply(ctx, sessionID, msg) })
-}
-
-// OpenReply implements goose.ReplyOpener: Reply's values, read by the
-// caller's goroutine.
-func (c *Client) OpenReply(ctx context.Context, sessionID string, msg goose.UserMessage) goose.ReplyStream {
-	return &replyStream{c: c, ctx: ctx, sessionID: sessionID, msg: msg}
-}
-
-// replyStream is one prompt. The first Next sends it; then each Next hands
-// out the next update taken from the reply's queue, and waits for more when
-// none is left.
-type replyStream struct {
-	c         *Client
-	ctx       context.Context
-	sessionID string
-	msg       goose.UserMessage
-
-	r      *reply
-	items  []item       // taken from r, valid until the next take
-	next   int          // items[next] is the next to hand out
-	prompt *sentRequest // nil if it could not be sent
-	// finished: the prompt's result or error was handed out (or ctx ended
-	// the reply and session/cancel went out); nothing is left to cancel.
-	finished bool
-	ended    bool // Next returns ok=false from now on
-}
-
-func (s *replyStream) Next() (goose.Event, error, bool) {
-	if s.ended {
-		return nil, nil, false
-	}
-	if s.r == nil { // the first call
-		if err := s.start(); err != nil {
-			return s.end(err)
+	return func(yield func(goose.Event, error) bool) {
+		r, prompt, err := c.sendPrompt(ctx, sessionID, msg)
+		if err != nil {
+			yield(nil, err)
+			return
 		}
-	}
-	for {
-		if s.finished {
-			s.Close() // the Finish was handed out: what follows it is not
-			return nil, nil, false
-		}
-		if s.next < len(s.items) {
-			if s.ctx.Err() != nil {
-				return s.stopped()
+		// finished: the prompt's result or error arrived; nothing is left
+		// to cancel in goose.
+		finished, released := false, false
+		release := func() {
+			if released {
+				return
 			}
-			it := s.items[s.next]
-			s.next++
-			if it.err != nil {
-				s.finished = true
-				return s.end(it.err)
+			released = true
+			if !finished {
+				c.abort(r)
 			}
-			if _, ok := it.ev.(*goose.Finish); ok {
-				s.finished = true
+			r.end() // a reader waiting to deliver to us gives up
+			if prompt != nil {
+				prompt.cancel() // after session/cancel, as goose expects (abort)
 			}
-			return it.ev, nil, true
+			c.endReply(r)
 		}
-		select {
-		case <-s.r.signal:
-		case <-s.ctx.Done():
+		defer release()
+		last := func(ev goose.Event, err error) {
+			release()
+			yield(ev, err)
 		}
-		if s.ctx.Err() != nil {
-			return s.stopped()
+		for {
+			select {
+			case <-r.signal:
+			case <-ctx.Done():
+			}
+			for _, it := range r.take() {
+				if ctx.Err() != nil {
+					break
+				}
+				if it.err != nil {
+					finished = true
+					last(nil, it.err)
+					return
+				}
+				if _, ok := it.ev.(*goose.Finish); ok {
+					finished = true
+					last(it.ev, nil)
+					return
+				}
+				if !yield(it.ev, nil) {
+					return
+				}
+			}
+			if ctx.Err() != nil {
+				// No queued update is handed out once ctx is done, only
+				// ctx's error, after session/cancel (release).
+				last(nil, fmt.Errorf("failed to stream reply: %w", ctx.Err()))
+				return
+			}
 		}
-		s.items, s.next = s.r.take(), 0
 	}
 }
 
-// Ready implements goose.ReadyStream: updates of the batch Next last took
-// from the queue are left. What goose queued since is not looked at, so a
-// consumer taking values while Ready takes at most that batch.
-func (s *replyStream) Ready() bool {
-	return s.ended || s.finished || s.next < len(s.items)
-}
-
-// start registers the reply and sends the prompt.
-func (s *replyStream) start() error {
-	if err := s.ctx.Err(); err != nil {
+// sendPrompt registers the reply on the session's connection and sends the
+// prompt.
+func (c *Client) sendPrompt(ctx context.Context, sessionID string, msg goose.UserMessage) (*reply, *sentRequest, error) {
+	if err := ctx.Err(); err != nil {
 		// Nothing reaches goose on a context that is already done.
-		return fmt.Errorf("failed to send prompt: %w", err)
+		return nil, nil, fmt.Errorf("failed to send prompt: %w", err)
 	}
-	if err := goose.CheckMessageSize(s.msg.Text, s.c.cfg.MaxMessageBytes); err != nil {
+	if err := goose.CheckMessageSize(msg.Text, c.cfg.MaxMessageBytes); err != nil {
 		// goose would drop the socket on it (goose#10751): refused here,
 		// before anything is sent.
-		return err
+		return nil, nil, err
 	}
-	r, err := s.c.startReply(s.ctx, s.sessionID)
+	r, err := c.startReply(ctx, sessionID)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	s.r = r
-	// Sent from here and answered on the connection's reader, which queues
-	// the reply's ending after the updates before it: no goroutine per
-	// reply waits for the answer (one stack less for every open stream).
-	s.prompt, err = r.cn.rpc.send(methodSessionPrompt, acpsdk.PromptRequest{
+	// Answered on the connection's reader, which queues the reply's ending
+	// after the updates before it: no goroutine per reply waits for the
+	// answer.
+	prompt, err := r.cn.rpc.send(methodSessionPrompt, acpsdk.PromptRequest{
 		SessionId: acpsdk.SessionId(r.sessionID),
-		Prompt:    []acpsdk.ContentBlock{acpsdk.TextBlock(s.msg.Text)},
-		Meta:      traceMeta(s.ctx),
-	}, func(m rpcMessage, err error) { s.c.promptAnswered(r, m, err) })
+		Prompt:    []acpsdk.ContentBlock{acpsdk.TextBlock(msg.Text)},
+		Meta:      traceMeta(ctx),
+	}, func(m rpcMessage, err error) { c.promptAnswered(r, m, err) })
 	if err != nil {
-		s.c.promptAnswered(r, rpcMessage{}, err)
+		c.promptAnswered(r, rpcMessage{}, err)
 	}
-	return nil
-}
-
-// stopped ends the reply once ctx is done: no queued update is handed out
-// after that, only ctx's error (the contract of goose.Backend.Reply).
-func (s *replyStream) stopped() (goose.Event, error, bool) {
-	s.c.abort(s.r)
-	s.finished = true
-	return s.end(fmt.Errorf("failed to stream reply: %w", s.ctx.Err()))
-}
-
-// end returns err as the reply's last value and releases the reply.
-func (s *replyStream) end(err error) (goose.Event, error, bool) {
-	s.Close()
-	return nil, err, true
-}
-
-func (s *replyStream) Close() {
-	s.ended = true
-	r := s.r
-	if r == nil {
-		return // nothing was sent, or already released
-	}
-	s.r, s.items = nil, nil
-	if !s.finished {
-		s.c.abort(r)
-	}
-	r.end() // a reader waiting to deliver to us gives up
-	if s.prompt != nil {
-		s.prompt.cancel() // after session/cancel, as goose expects (abort)
-	}
-	s.c.endReply(r)
+	return r, prompt, nil
 }
 
 // startReply registers a reply on the session's own connection. goose

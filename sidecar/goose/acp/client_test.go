@@ -563,34 +563,34 @@ func TestNewRejectsBadURL(t *testing.T) {
 }
 
 // An open reply holds no goroutine of the client's waiting for goose's
-// answer to its prompt: the session's connection reader queues the ending
-// (goroutines are what an open stream's memory is mostly made of). With
-// replies open on several sessions, the client runs one goroutine per
-// session connection and nothing more.
+// answer to its prompt: the session's connection reader queues the ending.
+// With replies open on several sessions (each read by iter.Pull2, whose own
+// goroutine is the consumer's), the client runs one goroutine per session
+// connection and nothing more.
 func TestOpenRepliesHoldOnlyTheirConnectionsReaders(t *testing.T) {
 	const open = 12
 	_, c := newPair(t, goosetest.WithServeScript(func(string, string) goosetest.Reply {
 		return goosetest.Reply{Steps: []goosetest.Step{{Text: "first"}, {Delay: time.Hour, Text: "never"}}}
 	}))
-	var streams []goose.ReplyStream
+	var stops []func()
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
 	for range open {
-		s := c.OpenReply(context.Background(), startSession(t, c), goose.UserMessage{Text: "go"})
-		streams = append(streams, s)
-		ev, err, ok := s.Next()
+		next, stop := iter.Pull2(c.Reply(context.Background(), startSession(t, c), goose.UserMessage{Text: "go"}))
+		stops = append(stops, stop)
+		ev, err, ok := next()
 		if _, text := ev.(*goose.TextDelta); !ok || err != nil || !text {
 			t.Fatalf("first value %T, %v, %v: want the first delta", ev, err, ok)
 		}
 	}
-	defer func() {
-		for _, s := range streams {
-			s.Close()
-		}
-	}()
 	buf := make([]byte, 1<<22)
 	buf = buf[:runtime.Stack(buf, true)]
 	var ours, readers int
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if !strings.Contains(g, "sidecar/goose/acp.") || strings.Contains(g, "testing.") { // the tests' own
+		if !strings.Contains(g, "sidecar/goose/acp.") || strings.Contains(g, "testing.") || strings.Contains(g, "created by iter.Pull2") { // the tests' own
 			continue
 		}
 		ours++

@@ -130,7 +130,7 @@ func Run(t *testing.T, h Harness) {
 		{"HugeUserMessageIsRefused", hugeUserMessageIsRefused},
 		{"NotificationFloodDeliversEverything", notificationFloodDeliversEverything},
 		{"SlowReaderHoldsOnlyItsReply", slowReaderHoldsOnlyItsReply},
-		{"ReplyStream", replyStream},
+		{"PulledReply", pulledReply},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
 	}

@@ -106,10 +106,7 @@ type stream struct {
 	closed bool
 }
 
-var (
-	_ goose.Backend     = (*Client)(nil)
-	_ goose.ReplyOpener = (*Client)(nil) // found by assertion (goose.OpenReply): a lost method would not fail the build
-)
+var _ goose.Backend = (*Client)(nil)
 
 // New returns a Client for the goosed at cfg.URL.
 func New(cfg Config) (*Client, error) {

@@ -26,198 +26,159 @@ import (
 // *goose.AgentError) when goosed's early Error says the session is unknown;
 // with an error wrapping goose.ErrStreamBroken when the stream ends before
 // Finish or Close ends it; and with ctx's error as soon as ctx is done
-// (frames already buffered are dropped).
+// (frames already read are dropped).
 func (c *Client) Reply(ctx context.Context, sessionID string, msg goose.UserMessage) iter.Seq2[goose.Event, error] {
-	return goose.ReplySeq(func() goose.ReplyStream { return c.OpenReply(ctx, sessionID, msg) })
+	return func(yield func(goose.Event, error) bool) {
+		x := &exchange{c: c, parent: ctx}
+		defer x.release()
+		// last yields the reply's last value, an error, after releasing the
+		// exchange.
+		last := func(err error) {
+			x.release()
+			yield(nil, err)
+		}
+		if err := x.send(sessionID, msg); err != nil {
+			last(err)
+			return
+		}
+		r := sse.NewReader(x.resp.Body, c.maxEvent)
+		var (
+			d   decoder
+			buf []goose.Event
+		)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				if d.agentErr != nil && c.closedBy(x.st) == nil && ctx.Err() == nil {
+					// Early setup failures send Error and close (reference §3).
+					last(earlyError(d.agentErr))
+					return
+				}
+				if errors.Is(err, sse.ErrTooLong) {
+					// Only this reply's stream is given up: each reply has its
+					// own HTTP exchange, and closing it stops goosed's.
+					err = fmt.Errorf("%w: %w", goose.ErrMessageTooLarge, err)
+				}
+				last(x.brokenBy(fmt.Errorf("failed to read reply: %w: %w", goose.ErrStreamBroken, err)))
+				return
+			}
+			var done bool
+			var doneErr error
+			buf, done, doneErr = d.feed(ev.Data, buf[:0])
+			x.finished = done && doneErr == nil
+			for _, e := range buf {
+				if ctx.Err() != nil {
+					// Events already read are not handed out once ctx is
+					// done: the reply ends with ctx's error.
+					last(x.brokenBy(nil))
+					return
+				}
+				if !yield(e, nil) {
+					return
+				}
+			}
+			if done {
+				switch {
+				case ctx.Err() != nil:
+					last(x.brokenBy(nil))
+				case doneErr != nil:
+					last(doneErr)
+				}
+				return
+			}
+		}
+	}
 }
 
-// OpenReply implements goose.ReplyOpener: Reply's values, read by the
-// caller's goroutine.
-func (c *Client) OpenReply(ctx context.Context, sessionID string, msg goose.UserMessage) goose.ReplyStream {
-	return &replyStream{c: c, parent: ctx, sessionID: sessionID, msg: msg}
-}
+// exchange is one /reply request and its answer.
+type exchange struct {
+	c      *Client
+	parent context.Context
 
-// replyStream is one /reply exchange. The first Next sends the request;
-// then each Next hands out the next event of the frame decoded last, and
-// reads a frame when none is left.
-type replyStream struct {
-	c         *Client
-	parent    context.Context
-	sessionID string
-	msg       goose.UserMessage
-
-	ctx    context.Context // parent's child, cancelled when the reply ends unfinished
-	cancel context.CancelFunc
-	st     *stream // tracked by the client from send to release
+	cancel context.CancelFunc // parent's child, cancelled when the reply ends unfinished
+	st     *stream            // tracked by the client from send to release
 	resp   *http.Response
-	r      *sse.Reader
-	d      decoder
-	buf    []goose.Event // the last frame's events
-	next   int           // buf[next] is the next to hand out
-	done   bool          // the last frame ended the reply: after buf, only doneErr
-	// doneErr is the error of the frame that ended the reply, if any.
-	doneErr error
-	ended   bool // Next returns ok=false from now on
-}
-
-// finished: goose sent Finish; only the stream's end is left, whether or
-// not the consumer takes every event. The body is then read to its end in
-// the background, which releases the request and the stream (finishBody).
-func (s *replyStream) finished() bool { return s.done && s.doneErr == nil }
-
-func (s *replyStream) Next() (goose.Event, error, bool) {
-	if s.ended {
-		return nil, nil, false
-	}
-	if s.r == nil { // the first call
-		if err := s.send(); err != nil {
-			return s.end(err)
-		}
-	}
-	for {
-		if s.next < len(s.buf) {
-			if s.parent.Err() != nil {
-				// Frames already buffered are not handed out once ctx is
-				// done: the reply ends with ctx's error.
-				return s.end(s.brokenBy(nil))
-			}
-			ev := s.buf[s.next]
-			s.buf[s.next] = nil
-			s.next++
-			return ev, nil, true
-		}
-		if s.done {
-			switch {
-			case s.parent.Err() != nil:
-				return s.end(s.brokenBy(nil))
-			case s.doneErr != nil:
-				return s.end(s.doneErr)
-			}
-			s.Close()
-			return nil, nil, false
-		}
-		ev, err := s.r.Next()
-		if err != nil {
-			if s.d.agentErr != nil && s.c.closedBy(s.st) == nil && s.parent.Err() == nil {
-				// Early setup failures send Error and close (reference §3).
-				return s.end(earlyError(s.d.agentErr))
-			}
-			if errors.Is(err, sse.ErrTooLong) {
-				// Only this reply's stream is given up: each reply has its
-				// own HTTP exchange, and closing it stops goosed's.
-				err = fmt.Errorf("%w: %w", goose.ErrMessageTooLarge, err)
-			}
-			return s.end(s.brokenBy(fmt.Errorf("failed to read reply: %w: %w", goose.ErrStreamBroken, err)))
-		}
-		s.buf, s.done, s.doneErr = s.d.feed(ev.Data, s.buf[:0])
-		s.next = 0
-	}
-}
-
-// Ready implements goose.ReadyStream: it decodes the frames already read
-// into the stream's buffer, without reading more, until one yields an event.
-func (s *replyStream) Ready() bool {
-	if s.ended {
-		return true
-	}
-	if s.r == nil {
-		return false // the first Next sends the message and waits for goose
-	}
-	for s.next >= len(s.buf) && !s.done {
-		ev, ok, err := s.r.NextBuffered()
-		if err != nil {
-			return true // Next returns it at once
-		}
-		if !ok {
-			return false
-		}
-		s.buf, s.done, s.doneErr = s.d.feed(ev.Data, s.buf[:0])
-		s.next = 0
-	}
-	return true
+	// finished: goose sent Finish; only the stream's end is left, whether
+	// or not the consumer takes every event. The body is then read to its
+	// end in the background, which releases the request and the stream
+	// (finishBody).
+	finished bool
 }
 
 // send checks the message, posts it and checks the answer's head.
-func (s *replyStream) send() error {
-	c := s.c
-	if err := goose.CheckMessageSize(s.msg.Text, c.maxMsg); err != nil {
+func (x *exchange) send(sessionID string, msg goose.UserMessage) error {
+	c := x.c
+	if err := goose.CheckMessageSize(msg.Text, c.maxMsg); err != nil {
 		return err
 	}
-	s.ctx, s.cancel = context.WithCancel(s.parent)
-	st := &stream{cancel: s.cancel}
+	var ctx context.Context
+	ctx, x.cancel = context.WithCancel(x.parent)
+	st := &stream{cancel: x.cancel}
 	if !c.track(st) {
 		return fmt.Errorf("failed to send reply: %w", errClientClosed)
 	}
-	s.st = st
-	um, err := userMessage(s.msg.Text, time.Now())
+	x.st = st
+	um, err := userMessage(msg.Text, time.Now())
 	if err != nil {
 		return err
 	}
-	payload, err := json.Marshal(chatRequest{UserMessage: um, SessionID: s.sessionID})
+	payload, err := json.Marshal(chatRequest{UserMessage: um, SessionID: sessionID})
 	if err != nil {
 		return fmt.Errorf("failed to encode reply request: %w", err)
 	}
-	resp, err := c.send(s.ctx, http.MethodPost, "/reply", payload) //nolint:bodyclose // closed by Close, or read to its end by finishBody
+	resp, err := c.send(ctx, http.MethodPost, "/reply", payload) //nolint:bodyclose // closed by release, or read to its end by finishBody
 	if err != nil {
-		return s.brokenBy(fmt.Errorf("failed to send reply: %w", err))
+		return x.brokenBy(fmt.Errorf("failed to send reply: %w", err))
 	}
-	s.resp = resp
+	x.resp = resp
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("failed to send reply: %w", statusError(resp, goose.ErrSessionNotFound))
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return fmt.Errorf("failed to send reply: %w", &goose.HTTPError{StatusCode: resp.StatusCode, Body: "unexpected content type " + resp.Header.Get("Content-Type")})
 	}
-	s.r = sse.NewReader(resp.Body, c.maxEvent)
 	return nil
 }
 
 // brokenBy picks the error that ends a reply whose HTTP exchange failed
 // (err) or whose ctx is done (err nil).
-func (s *replyStream) brokenBy(err error) error {
-	switch why := s.c.closedBy(s.st); {
+func (x *exchange) brokenBy(err error) error {
+	switch why := x.c.closedBy(x.st); {
 	case why != nil:
 		// Close: the stream ends before goose finished it, as the ACP
 		// backend's does.
 		return fmt.Errorf("failed to read reply: %w: %w", goose.ErrStreamBroken, why)
-	case s.parent.Err() != nil:
-		return fmt.Errorf("failed to read reply: %w", s.parent.Err())
+	case x.parent.Err() != nil:
+		return fmt.Errorf("failed to read reply: %w", x.parent.Err())
 	default:
 		return err
 	}
 }
 
-// end returns err as the reply's last value and releases the exchange.
-func (s *replyStream) end(err error) (goose.Event, error, bool) {
-	s.ended = true
-	s.Close()
-	return nil, err, true
-}
-
-func (s *replyStream) Close() {
-	s.ended = true
-	if s.cancel == nil {
+// release ends the exchange; it may be called more than once.
+func (x *exchange) release() {
+	if x.cancel == nil {
 		return // nothing was sent, or already released
 	}
-	if s.resp != nil {
-		if s.finished() {
+	if x.resp != nil {
+		if x.finished {
 			// Still tracked: Close cuts it.
-			body, cancel, st := s.resp.Body, s.cancel, s.st
+			body, cancel, st := x.resp.Body, x.cancel, x.st
 			go func() {
 				finishBody(body, cancel)
-				s.c.untrack(st)
+				x.c.untrack(st)
 			}()
 		} else {
-			_ = s.resp.Body.Close() // not drained: that would wait for the agent
+			_ = x.resp.Body.Close() // not drained: that would wait for the agent
 		}
 	}
-	if !s.finished() {
-		if s.st != nil {
-			s.c.untrack(s.st)
+	if !x.finished {
+		if x.st != nil {
+			x.c.untrack(x.st)
 		}
-		s.cancel()
+		x.cancel()
 	}
-	s.cancel, s.resp, s.r, s.buf = nil, nil, nil, nil
+	x.cancel, x.resp = nil, nil
 }
 
 // earlyError is the error of an Error event that was not followed by Finish:

@@ -84,33 +84,6 @@ func (r *Reader) Next() (Event, error) {
 	}
 }
 
-// NextBuffered returns the next event if the bytes already read from the
-// stream hold all of it; it never reads more. ok is false when they do not:
-// the lines parsed so far are kept, and Next or NextBuffered goes on from
-// them. It lets a consumer take what has already arrived without waiting.
-func (r *Reader) NextBuffered() (_ Event, ok bool, _ error) {
-	if r.err != nil {
-		return Event{}, false, r.err
-	}
-	for r.started { // before the first read the BOM check could wait
-		buf, _ := r.br.Peek(r.br.Buffered())
-		if r.skipLF && len(buf) > 0 && buf[0] == '\n' {
-			// The LF of a CRLF split across reads: readLine would drop it
-			// and then wait for the line after it.
-			_, _ = r.br.Discard(1)
-			r.skipLF = false
-			continue
-		}
-		if !bytes.ContainsAny(buf, "\r\n") {
-			return Event{}, false, nil // a line is still arriving
-		}
-		if ev, ok, err := r.step(); ok || err != nil {
-			return ev, ok, err
-		}
-	}
-	return Event{}, false, nil
-}
-
 // step reads one line and applies it: ok when the line dispatched an event.
 func (r *Reader) step() (_ Event, ok bool, _ error) {
 	line, err := r.readLine()

@@ -15,10 +15,8 @@ type got struct {
 	Retry          int
 }
 
-// readAll drains r and returns the events and the terminating error. With
-// c, the stream r reads, it also takes after each Next what NextBuffered
-// gives, and fails if NextBuffered read from c.
-func readAll(r *Reader, c *chunkReader) ([]got, error) {
+// readAll drains r and returns the events and the terminating error.
+func readAll(r *Reader) ([]got, error) {
 	var out []got
 	for {
 		ev, err := r.Next()
@@ -26,20 +24,6 @@ func readAll(r *Reader, c *chunkReader) ([]got, error) {
 			return out, err
 		}
 		out = append(out, got{ev.Type, ev.ID, string(ev.Data), ev.Retry})
-		for c != nil {
-			reads := c.i
-			ev, ok, err := r.NextBuffered()
-			if c.i != reads {
-				return out, errors.New("NextBuffered read from the stream")
-			}
-			if err != nil {
-				return out, err
-			}
-			if !ok {
-				break
-			}
-			out = append(out, got{ev.Type, ev.ID, string(ev.Data), ev.Retry})
-		}
 	}
 }
 
@@ -186,7 +170,7 @@ func TestReader(t *testing.T) {
 	for _, tt := range tests {
 		for rname, mk := range readers {
 			t.Run(tt.name+"/"+rname, func(t *testing.T) {
-				evs, err := readAll(NewReader(mk(tt.in), tt.max), nil)
+				evs, err := readAll(NewReader(mk(tt.in), tt.max))
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("error = %v, want %v", err, tt.wantErr)
 				}
@@ -209,7 +193,7 @@ func TestReaderCRLFSplitAcrossReads(t *testing.T) {
 	in := "data: a\r\ndata: b\r\n\r\n"
 	for split := 1; split < len(in); split++ {
 		r := NewReader(io.MultiReader(strings.NewReader(in[:split]), strings.NewReader(in[split:])), 0)
-		evs, err := readAll(r, nil)
+		evs, err := readAll(r)
 		if !errors.Is(err, io.EOF) || len(evs) != 1 || evs[0].Data != "a\nb" {
 			t.Fatalf("split at %d: events %+v, err %v", split, evs, err)
 		}
@@ -232,7 +216,7 @@ func TestReaderLinesAcrossTheBuffer(t *testing.T) {
 		"halves":   iotest.HalfReader,
 		"one byte": iotest.OneByteReader,
 	} {
-		evs, err := readAll(NewReader(wrap(strings.NewReader(in.String())), 0), nil)
+		evs, err := readAll(NewReader(wrap(strings.NewReader(in.String())), 0))
 		if !errors.Is(err, io.EOF) || len(evs) != len(want) {
 			t.Fatalf("%s: %d events, err %v; want %d", name, len(evs), err, len(want))
 		}
@@ -362,82 +346,22 @@ func FuzzSSE(f *testing.F) {
 		for i, s := range sizes {
 			sz[i] = int(s)
 		}
-		// Next alone, then Next with NextBuffered taking what has arrived:
-		// the same events either way.
-		for _, buffered := range []bool{false, true} {
-			c := &chunkReader{data: in, sizes: sz}
-			r := NewReader(c, maxLen)
-			var taken *chunkReader // NextBuffered's stream, when it is used
-			if buffered {
-				taken = c
+		gotEvs, err := readAll(NewReader(&chunkReader{data: in, sizes: sz}, maxLen))
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("error = %v, reference %v", err, wantErr)
+		}
+		if len(gotEvs) != len(want) {
+			t.Fatalf("events %+v, reference %+v", gotEvs, want)
+		}
+		for i := range want {
+			if gotEvs[i] != want[i] {
+				t.Fatalf("event %d = %+v, reference %+v", i, gotEvs[i], want[i])
 			}
-			gotEvs, err := readAll(r, taken)
-			if !errors.Is(err, wantErr) {
-				t.Fatalf("buffered %v: error = %v, reference %v", buffered, err, wantErr)
-			}
-			if len(gotEvs) != len(want) {
-				t.Fatalf("buffered %v: events %+v, reference %+v", buffered, gotEvs, want)
-			}
-			for i := range want {
-				if gotEvs[i] != want[i] {
-					t.Fatalf("buffered %v: event %d = %+v, reference %+v", buffered, i, gotEvs[i], want[i])
-				}
-				if len(gotEvs[i].Data) > maxLen || strings.ContainsRune(gotEvs[i].Data, '\r') {
-					t.Fatalf("event %d data violates invariants: %q", i, gotEvs[i].Data)
-				}
+			if len(gotEvs[i].Data) > maxLen || strings.ContainsRune(gotEvs[i].Data, '\r') {
+				t.Fatalf("event %d data violates invariants: %q", i, gotEvs[i].Data)
 			}
 		}
 	})
-}
-
-// waitingReader returns its chunks one read each; with none left it fails
-// the test, as a read there would wait for the server.
-type waitingReader struct {
-	t      *testing.T
-	chunks []string
-}
-
-func (w *waitingReader) Read(p []byte) (int, error) {
-	if len(w.chunks) == 0 {
-		w.t.Fatal("read with nothing sent: it would wait")
-	}
-	n := copy(p, w.chunks[0])
-	if w.chunks[0] = w.chunks[0][n:]; w.chunks[0] == "" {
-		w.chunks = w.chunks[1:]
-	}
-	return n, nil
-}
-
-// NextBuffered hands out the events that arrived with the one Next read,
-// and reports none, without reading, when an event is incomplete or the
-// blank line it read ended no event.
-func TestNextBufferedTakesOnlyWhatArrived(t *testing.T) {
-	w := &waitingReader{t: t, chunks: []string{"data: a\n\ndata: b\r\n\r\ndata: c"}}
-	r := NewReader(w, 0)
-	next := func(want string) {
-		t.Helper()
-		if ev, err := r.Next(); err != nil || string(ev.Data) != want {
-			t.Fatalf("Next = %q, %v; want %q", ev.Data, err, want)
-		}
-	}
-	buffered := func(want string) {
-		t.Helper()
-		ev, ok, err := r.NextBuffered()
-		if err != nil || ok != (want != "") || string(ev.Data) != want {
-			t.Fatalf("NextBuffered = %q, %v, %v; want %q", ev.Data, ok, err, want)
-		}
-	}
-	next("a")
-	buffered("b")
-	buffered("") // "data: c" has no line end yet
-	w.chunks = append(w.chunks, "\r\n\r\n: ping\n\n")
-	next("c")
-	buffered("") // a comment and a blank line that ends no event
-	w.chunks = append(w.chunks, "data: e\n\r\n")
-	next("e")    // ended by the CR
-	buffered("") // only the LF of that CRLF is left
-	w.chunks = append(w.chunks, "data: f\n\n")
-	next("f")
 }
 
 func BenchmarkReader(b *testing.B) {
