@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
@@ -59,17 +60,6 @@ func kinds(evs []goose.Event) []string {
 		out[i] = fmt.Sprintf("%T", ev)
 	}
 	return out
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestStartSessionIDFormatAndOptions(t *testing.T) {
@@ -344,7 +334,7 @@ func TestDropConnectionsBetweenReplies(t *testing.T) {
 	srv, c := newPair(t)
 	id := startSession(t, c)
 	srv.DropConnections()
-	eventually(t, "client to notice the drop", func() bool { return c.openConns() == 0 })
+	poll.Until(t, "client to notice the drop", func() bool { return c.openConns() == 0 })
 	if _, err := collect(c.Reply(context.Background(), id, goose.UserMessage{Text: "again"})); err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +356,7 @@ func TestBreakingOutOfReplyCancelsInGoose(t *testing.T) {
 	for range c.Reply(context.Background(), id, goose.UserMessage{Text: "x"}) {
 		break
 	}
-	eventually(t, "goose to see session/cancel", func() bool { return len(srv.Cancels()) == 1 })
+	poll.Until(t, "goose to see session/cancel", func() bool { return len(srv.Cancels()) == 1 })
 	// The session is usable again: goose ended the cancelled run.
 	for ev, err := range c.Reply(context.Background(), id, goose.UserMessage{Text: "y"}) {
 		if err != nil {
@@ -393,7 +383,7 @@ func TestCancelWhileApprovalPendingAnswersCancelled(t *testing.T) {
 			break // the consumer walks away without answering
 		}
 	}
-	eventually(t, "goose to get a cancelled outcome", func() bool {
+	poll.Until(t, "goose to get a cancelled outcome", func() bool {
 		p := srv.Permissions()
 		return len(p) == 1 && p[0].Outcome == "cancelled"
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
@@ -124,7 +125,7 @@ func TestSlowReaderHoldsOnlyItsSession(t *testing.T) {
 		}
 		got <- count
 	}()
-	eventually(t, "the slow reader's queue to fill", func() bool {
+	poll.Until(t, "the slow reader's queue to fill", func() bool {
 		c.mu.Lock()
 		r := c.replies[victim]
 		c.mu.Unlock()
@@ -184,7 +185,7 @@ func TestSlowReaderWithGooseQueueLosesOnlyItsConnection(t *testing.T) {
 		}
 		got <- o
 	}()
-	waitFor(t, 30*time.Second, "goose to drop the slow session's connection", func() bool { return srv.OutboundDrops() == 1 })
+	poll.Until(t, "goose to drop the slow session's connection", func() bool { return srv.OutboundDrops() == 1 })
 	goosetest.RunBystanders(t, c, func() {})
 	close(resume)
 	o := <-got
@@ -204,7 +205,7 @@ func TestIdleSessionConnectionCloses(t *testing.T) {
 	if _, err := collect(c.Reply(context.Background(), id, goose.UserMessage{Text: "one"})); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the idle connection to close", func() bool { return srv.OpenConnections() == 0 && c.openConns() == 0 })
+	poll.Until(t, "the idle connection to close", func() bool { return srv.OpenConnections() == 0 && c.openConns() == 0 })
 	if _, err := collect(c.Reply(context.Background(), id, goose.UserMessage{Text: "two"})); err != nil {
 		t.Fatalf("reply after the idle close: %v", err)
 	}
@@ -222,7 +223,7 @@ func TestUnusedSessionConnectionClosesSooner(t *testing.T) {
 		t.Fatal(err)
 	}
 	unused := startSession(t, c)
-	eventually(t, "the unused session's connection to close", func() bool {
+	poll.Until(t, "the unused session's connection to close", func() bool {
 		return srv.OpenConnections() == 1 && c.openConns() == 1
 	})
 	if !c.hasConn(used) {
@@ -249,8 +250,8 @@ func TestClosedSessionConnectionForgetsTheSession(t *testing.T) {
 	if !c.remembers(id) {
 		t.Fatal("no usage or working dir kept while the session's connection is open")
 	}
-	eventually(t, "the idle connection to close", func() bool { return c.openConns() == 0 })
-	eventually(t, "the session to be forgotten", func() bool { return !c.remembers(id) })
+	poll.Until(t, "the idle connection to close", func() bool { return c.openConns() == 0 })
+	poll.Until(t, "the session to be forgotten", func() bool { return !c.remembers(id) })
 	var last *goose.UsageUpdate
 	for _, ev := range evs {
 		if u, ok := ev.(*goose.UsageUpdate); ok && u.HasAccumulated {
@@ -297,11 +298,11 @@ func TestIdleTimeoutSparesACallUnderWay(t *testing.T) {
 		defer c.mu.Unlock()
 		return c.sessions[id] == nil
 	}
-	eventually(t, "the idle connection to close", sessionConnClosed)
+	poll.Until(t, "the idle connection to close", sessionConnClosed)
 	if _, err := c.ResumeSession(context.Background(), id); err != nil {
 		t.Fatalf("ResumeSession whose session/load outlasts the idle timeout: %v", err)
 	}
-	eventually(t, "the resumed connection to close once idle", sessionConnClosed)
+	poll.Until(t, "the resumed connection to close once idle", sessionConnClosed)
 }
 
 func TestUnusedIdleTimeoutDefaults(t *testing.T) {
@@ -330,7 +331,7 @@ func TestDeleteClosesTheSessionConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The delete went on the session's own connection, which then closes.
-	eventually(t, "the session connection to close", func() bool { return srv.OpenConnections() == 0 })
+	poll.Until(t, "the session connection to close", func() bool { return srv.OpenConnections() == 0 })
 }
 
 func TestDialBackoff(t *testing.T) {
@@ -338,17 +339,6 @@ func TestDialBackoff(t *testing.T) {
 		if got := dialBackoff(failures); got != want {
 			t.Errorf("dialBackoff(%d) = %v, want %v", failures, got, want)
 		}
-	}
-}
-
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 	"github.com/gorilla/websocket"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 )
 
@@ -379,7 +380,7 @@ func TestSentRequestsAreAnsweredOnTheReader(t *testing.T) {
 		"orphaned error " + errConnClosed.Error(),
 	}
 	// The reader tells the unanswered requests of the end as it stops.
-	eventually(t, "every request answered", func() bool {
+	poll.Until(t, "every request answered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(log) >= len(want)

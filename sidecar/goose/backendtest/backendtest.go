@@ -24,6 +24,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
@@ -257,17 +258,6 @@ func startSession(t testing.TB, b goose.Backend) string {
 	return s.ID
 }
 
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func jsonEqual(a, b []byte) bool {
 	var x, y any
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
@@ -497,7 +487,7 @@ func contextCancel(t *testing.T, h Harness) {
 		if elapsed > 100*time.Millisecond {
 			t.Errorf("stream ended %v after the cancel, want ≤ 100ms", elapsed)
 		}
-		eventually(t, "goose to see the reply cancelled", func() bool { return fake.Cancels(id) == 1 })
+		poll.Until(t, "goose to see the reply cancelled", func() bool { return fake.Cancels(id) == 1 })
 	})
 	t.Run("events already queued", func(t *testing.T) {
 		// Many deltas arrive at once, so some are buffered when the consumer
@@ -532,7 +522,7 @@ func contextCancel(t *testing.T, h Harness) {
 				t.Fatalf("%d events after the cancel, then error %v; want none, then context.Canceled", after, end)
 			}
 		}
-		eventually(t, "goose to see every reply cancelled", func() bool { return fake.Cancels(id) == 5 })
+		poll.Until(t, "goose to see every reply cancelled", func() bool { return fake.Cancels(id) == 5 })
 	})
 	t.Run("before the call", func(t *testing.T) {
 		// An already cancelled ctx sends nothing to goose.

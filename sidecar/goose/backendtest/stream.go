@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
@@ -70,6 +71,6 @@ func pulledReply(t *testing.T, h Harness) {
 		if ev, err, ok := next(); ok {
 			t.Fatalf("next after stop = %v, %v, true; want ok false", ev, err)
 		}
-		eventually(t, "goose to see the reply cancelled", func() bool { return fake.Cancels(id) == 1 })
+		poll.Until(t, "goose to see the reply cancelled", func() bool { return fake.Cancels(id) == 1 })
 	})
 }
