@@ -149,7 +149,7 @@ stream-paths: build ## Table: goose direct vs a plain proxy vs bin/adk2goose (an
 .PHONY: stream-targets
 stream-targets: build ## Check adk2goose's binding targets on the workload users run: replies paced like a model, Poisson arrivals at concurrency 50, then one at a time; 3 runs each, medians.
 	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose -targets -runs 3 -replies 300 -reply-time 2s -arrivals poisson -concurrency 50 -goose-idle-timeout 5s
-	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose -targets -runs 3 -replies 40 -reply-time 500ms -concurrency 1
+	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose -targets -runs 3 -replies 30 -reply-time 500ms -concurrency 1 -held 200
 
 .PHONY: dashboard-picture
 dashboard-picture: build ## Draw docs/images/dashboard.png: the dashboard's queries run by Prometheus's engine over a 4-minute recording of bin/adk2goose's /metrics under load.
