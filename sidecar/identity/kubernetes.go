@@ -12,10 +12,10 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/wait"
-	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 )
@@ -63,13 +63,15 @@ type KubernetesConfig struct {
 }
 
 // Kubernetes verifies bearer tokens with a TokenReview bound to the agent's
-// audience and authorizes their subject with a SubjectAccessReview, through
-// the two review clients alone (k8s.io/apiserver's delegating factories
-// would triple the sidecar's size and memory), each answer cached.
+// audience and authorizes their subject with a SubjectAccessReview, each
+// answer cached. It sends them with REST clients that know these two API
+// groups only: k8s.io/apiserver's delegating factories, or client-go's
+// typed clients (whose scheme holds every built-in API group), would make
+// the sidecar's binary much bigger.
 type Kubernetes struct {
 	cfg     KubernetesConfig
-	tokens  authenticationv1.TokenReviewInterface
-	access  authorizationv1.SubjectAccessReviewInterface
+	tokens  *rest.RESTClient
+	access  *rest.RESTClient
 	reviews *reviewCache[tokenReview]
 	allowed *reviewCache[bool]
 }
@@ -102,13 +104,30 @@ func NewKubernetes(cfg KubernetesConfig) (*Kubernetes, error) {
 	if cfg.Backoff == nil {
 		cfg.Backoff = &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 	}
-	authnClient, err := authenticationv1.NewForConfig(cfg.REST)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create TokenReview client: %w", err)
+	scheme := runtime.NewScheme()
+	if err := errors.Join(authnv1.AddToScheme(scheme), authzv1.AddToScheme(scheme)); err != nil {
+		return nil, fmt.Errorf("failed to register the review types: %w", err)
 	}
-	authzClient, err := authorizationv1.NewForConfig(cfg.REST)
+	codecs := serializer.NewCodecFactory(scheme).WithoutConversion()
+	client := func(gv schema.GroupVersion) (*rest.RESTClient, error) {
+		rc := rest.CopyConfig(cfg.REST)
+		rc.GroupVersion, rc.APIPath, rc.NegotiatedSerializer = &gv, "/apis", codecs
+		if rc.UserAgent == "" {
+			rc.UserAgent = rest.DefaultKubernetesUserAgent()
+		}
+		c, err := rest.RESTClientFor(rc)
+		if err != nil {
+			return nil, fmt.Errorf("failed to create %s client: %w", gv, err)
+		}
+		return c, nil
+	}
+	tokens, err := client(authnv1.SchemeGroupVersion)
 	if err != nil {
-		return nil, fmt.Errorf("failed to create SubjectAccessReview client: %w", err)
+		return nil, err
+	}
+	access, err := client(authzv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
 	}
 	reviews, err := newReviewCache[tokenReview](reviewCacheSize)
 	if err != nil {
@@ -119,7 +138,7 @@ func NewKubernetes(cfg KubernetesConfig) (*Kubernetes, error) {
 		return nil, err
 	}
 	return &Kubernetes{
-		cfg: cfg, tokens: authnClient.TokenReviews(), access: authzClient.SubjectAccessReviews(),
+		cfg: cfg, tokens: tokens, access: access,
 		reviews: reviews, allowed: allowed,
 	}, nil
 }
@@ -168,12 +187,11 @@ func (k *Kubernetes) Verify(r *http.Request) (Caller, error) {
 // reviewToken asks the API server whether token is valid for the agent's
 // audience. Its errors never hold the token.
 func (k *Kubernetes) reviewToken(ctx context.Context, token string) (tokenReview, error) {
-	var tr *authnv1.TokenReview
-	err := k.retry(ctx, func(ctx context.Context) (err error) {
-		tr, err = k.tokens.Create(ctx, &authnv1.TokenReview{
+	var tr authnv1.TokenReview
+	err := k.retry(ctx, func(ctx context.Context) error {
+		return k.tokens.Post().Resource("tokenreviews").Body(&authnv1.TokenReview{
 			Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{k.cfg.Audience}},
-		}, metav1.CreateOptions{})
-		return err
+		}).Do(ctx).Into(&tr)
 	})
 	if err != nil {
 		return tokenReview{}, fmt.Errorf("failed to create TokenReview: %w", err)
@@ -190,16 +208,15 @@ func (k *Kubernetes) reviewAccess(ctx context.Context, user *authnv1.UserInfo) (
 	for name, values := range user.Extra {
 		extra[name] = authzv1.ExtraValue(values)
 	}
-	var sar *authzv1.SubjectAccessReview
-	err := k.retry(ctx, func(ctx context.Context) (err error) {
-		sar, err = k.access.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+	var sar authzv1.SubjectAccessReview
+	err := k.retry(ctx, func(ctx context.Context) error {
+		return k.access.Post().Resource("subjectaccessreviews").Body(&authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 			ResourceAttributes: &authzv1.ResourceAttributes{
 				Namespace: k.cfg.Namespace, Verb: RBACVerb, Group: RBACGroup, Resource: RBACResource,
 				Subresource: RBACSubresource, Name: k.cfg.Agent,
 			},
 			User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-		}}, metav1.CreateOptions{})
-		return err
+		}}).Do(ctx).Into(&sar)
 	})
 	if err != nil {
 		return false, fmt.Errorf("failed to create SubjectAccessReview: %w", err)
