@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,11 +15,21 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/identity"
 )
 
-// fakeReviewAPI answers every TokenReview and SubjectAccessReview with yes:
-// enough to fill the Kubernetes verifier's caches, whose hits are measured.
-func fakeReviewAPI(b *testing.B) *rest.Config {
-	b.Helper()
+// fakeReviewAPI answers every TokenReview and SubjectAccessReview with yes,
+// or with 500 while down.
+type fakeReviewAPI struct {
+	config *rest.Config
+	down   atomic.Bool
+}
+
+func newFakeReviewAPI(tb testing.TB) *fakeReviewAPI {
+	tb.Helper()
+	api := &fakeReviewAPI{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if api.down.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/tokenreviews"):
@@ -35,15 +46,16 @@ func fakeReviewAPI(b *testing.B) *rest.Config {
 			http.NotFound(w, r)
 		}
 	}))
-	b.Cleanup(srv.Close)
-	return &rest.Config{Host: srv.URL}
+	tb.Cleanup(srv.Close)
+	api.config = &rest.Config{Host: srv.URL}
+	return api
 }
 
 // BenchmarkVerifyCacheHit measures one identity check whose answer is
 // cached, and reports its median as p50-ns.
 func BenchmarkVerifyCacheHit(b *testing.B) {
 	b.Run("kubernetes", func(b *testing.B) {
-		v, err := identity.NewKubernetes(identity.KubernetesConfig{REST: fakeReviewAPI(b), Audience: testAudience, Namespace: testNS, Agent: testAgent})
+		v, err := identity.NewKubernetes(identity.KubernetesConfig{REST: newFakeReviewAPI(b).config, Audience: testAudience, Namespace: testNS, Agent: testAgent})
 		if err != nil {
 			b.Fatal(err)
 		}

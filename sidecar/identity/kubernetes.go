@@ -1,20 +1,23 @@
 package identity
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/apis/apiserver"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 )
 
 // What a RoleBinding grants to let a subject use an agent: verb "use" on
@@ -34,6 +37,10 @@ const (
 	DefaultTokenCacheTTL = time.Minute
 	DefaultAllowCacheTTL = 5 * time.Minute
 	DefaultDenyCacheTTL  = 30 * time.Second
+	// reviewTimeout bounds one review call; reviewCacheSize the answers
+	// kept per kind, least recently used first out.
+	reviewTimeout   = 10 * time.Second
+	reviewCacheSize = 10000
 )
 
 // KubernetesConfig configures NewKubernetes.
@@ -56,14 +63,23 @@ type KubernetesConfig struct {
 }
 
 // Kubernetes verifies bearer tokens with a TokenReview bound to the agent's
-// audience and authorizes their subject with a SubjectAccessReview, through
-// k8s.io/apiserver's delegating authenticator and authorizer and their
-// caches.
+// audience and authorizes their subject with a SubjectAccessReview, each
+// answer cached. It sends them with REST clients that know these two API
+// groups only: k8s.io/apiserver's delegating factories, or client-go's
+// typed clients (whose scheme holds every built-in API group), would make
+// the sidecar's binary much bigger.
 type Kubernetes struct {
-	authn authenticator.Request
-	authz authorizer.Authorizer
-	auds  authenticator.Audiences
-	attrs authorizer.AttributesRecord
+	cfg     KubernetesConfig
+	tokens  *rest.RESTClient
+	access  *rest.RESTClient
+	reviews *reviewCache[tokenReview]
+	allowed *reviewCache[bool]
+}
+
+// tokenReview is the answer of a TokenReview: user is set when the token
+// is accepted for the agent's audience.
+type tokenReview struct {
+	user *authnv1.UserInfo
 }
 
 // NewKubernetes returns a Kubernetes verifier.
@@ -88,106 +104,145 @@ func NewKubernetes(cfg KubernetesConfig) (*Kubernetes, error) {
 	if cfg.Backoff == nil {
 		cfg.Backoff = &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 	}
-	rc := rest.CopyConfig(cfg.REST)
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return reviewTransport{rt} })
-	authnClient, err := authenticationv1.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create TokenReview client: %w", err)
+	scheme := runtime.NewScheme()
+	if err := errors.Join(authnv1.AddToScheme(scheme), authzv1.AddToScheme(scheme)); err != nil {
+		return nil, fmt.Errorf("failed to register the review types: %w", err)
 	}
-	authzClient, err := authorizationv1.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create SubjectAccessReview client: %w", err)
+	codecs := serializer.NewCodecFactory(scheme).WithoutConversion()
+	client := func(gv schema.GroupVersion) (*rest.RESTClient, error) {
+		rc := rest.CopyConfig(cfg.REST)
+		rc.GroupVersion, rc.APIPath, rc.NegotiatedSerializer = &gv, "/apis", codecs
+		if rc.UserAgent == "" {
+			rc.UserAgent = rest.DefaultKubernetesUserAgent()
+		}
+		c, err := rest.RESTClientFor(rc)
+		if err != nil {
+			return nil, fmt.Errorf("failed to create %s client: %w", gv, err)
+		}
+		return c, nil
 	}
-	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: false},
-		CacheTTL:                 cfg.TokenCacheTTL,
-		TokenAccessReviewClient:  authnClient,
-		TokenAccessReviewTimeout: 10 * time.Second,
-		WebhookRetryBackoff:      cfg.Backoff,
-		APIAudiences:             authenticator.Audiences{cfg.Audience},
-	}.New()
+	tokens, err := client(authnv1.SchemeGroupVersion)
 	if err != nil {
-		return nil, fmt.Errorf("failed to create token authenticator: %w", err)
+		return nil, err
 	}
-	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: authzClient,
-		AllowCacheTTL:             cfg.AllowCacheTTL,
-		DenyCacheTTL:              cfg.DenyCacheTTL,
-		WebhookRetryBackoff:       cfg.Backoff,
-	}.New()
+	access, err := client(authzv1.SchemeGroupVersion)
 	if err != nil {
-		return nil, fmt.Errorf("failed to create authorizer: %w", err)
+		return nil, err
+	}
+	reviews, err := newReviewCache[tokenReview](reviewCacheSize)
+	if err != nil {
+		return nil, err
+	}
+	allowed, err := newReviewCache[bool](reviewCacheSize)
+	if err != nil {
+		return nil, err
 	}
 	return &Kubernetes{
-		authn: authn,
-		authz: authz,
-		auds:  authenticator.Audiences{cfg.Audience},
-		attrs: authorizer.AttributesRecord{
-			Verb: RBACVerb, Namespace: cfg.Namespace, APIGroup: RBACGroup, Resource: RBACResource,
-			Subresource: RBACSubresource, Name: cfg.Agent, ResourceRequest: true,
-		},
+		cfg: cfg, tokens: tokens, access: access,
+		reviews: reviews, allowed: allowed,
 	}, nil
 }
 
 // Verify implements Verifier.
 func (k *Kubernetes) Verify(r *http.Request) (Caller, error) {
-	if BearerToken(r) == "" {
+	token := BearerToken(r)
+	if token == "" {
 		return Caller{}, fmt.Errorf("%w: no bearer token", ErrUnauthenticated)
 	}
-	// The audience on the context binds the TokenReview (and its cache
-	// entry) to this agent. The authenticator removes the Authorization
-	// header it accepts, so it is done on a copy.
-	rr := r.Clone(authenticator.WithAudiences(r.Context(), k.auds))
-	resp, ok, err := k.authn.AuthenticateRequest(rr)
+	// Keyed by the token's hash: the cache never holds a token.
+	key := sha256.Sum256([]byte(token))
+	tr, err := k.reviews.get(string(key[:]), func() (tokenReview, time.Duration, error) {
+		tr, err := k.reviewToken(r.Context(), token)
+		return tr, k.cfg.TokenCacheTTL, err
+	})
 	switch {
-	case errors.Is(err, errReviewUnavailable):
+	case err != nil:
 		return Caller{}, fmt.Errorf("%w: TokenReview failed", ErrUnavailable)
-	case !ok:
-		// err is the API server's reason for refusing the token; it never
-		// holds the token itself.
-		return Caller{}, fmt.Errorf("%w: token not accepted for audience %q", ErrUnauthenticated, k.auds[0])
+	case tr.user == nil:
+		return Caller{}, fmt.Errorf("%w: token not accepted for audience %q", ErrUnauthenticated, k.cfg.Audience)
 	}
-	attrs := k.attrs
-	attrs.User = resp.User
-	decision, _, err := k.authz.Authorize(r.Context(), attrs)
+	// Username, UID, groups and extra, as JSON (map keys sorted), are what
+	// the SubjectAccessReview asks about.
+	subject, err := json.Marshal(tr.user)
+	if err != nil {
+		return Caller{}, fmt.Errorf("failed to encode the subject of %s: %w", tr.user.Username, err)
+	}
+	allowed, err := k.allowed.get(string(subject), func() (bool, time.Duration, error) {
+		allowed, err := k.reviewAccess(r.Context(), tr.user)
+		if allowed {
+			return true, k.cfg.AllowCacheTTL, err
+		}
+		return false, k.cfg.DenyCacheTTL, err
+	})
 	switch {
 	case err != nil:
 		return Caller{}, fmt.Errorf("%w: SubjectAccessReview failed", ErrUnavailable)
-	case decision != authorizer.DecisionAllow:
+	case !allowed:
 		return Caller{}, fmt.Errorf("%w: %s may not %s %s/%s %q in namespace %q", ErrForbidden,
-			resp.User.GetName(), attrs.Verb, attrs.Resource, attrs.Subresource, attrs.Name, attrs.Namespace)
+			tr.user.Username, RBACVerb, RBACResource, RBACSubresource, k.cfg.Agent, k.cfg.Namespace)
 	}
-	return Caller{User: resp.User.GetName(), Groups: resp.User.GetGroups()}, nil
+	return Caller{User: tr.user.Username, Groups: tr.user.Groups}, nil
+}
+
+// reviewToken asks the API server whether token is valid for the agent's
+// audience. Its errors never hold the token.
+func (k *Kubernetes) reviewToken(ctx context.Context, token string) (tokenReview, error) {
+	var tr authnv1.TokenReview
+	err := k.retry(ctx, func(ctx context.Context) error {
+		return k.tokens.Post().Resource("tokenreviews").Body(&authnv1.TokenReview{
+			Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{k.cfg.Audience}},
+		}).Do(ctx).Into(&tr)
+	})
+	if err != nil {
+		return tokenReview{}, fmt.Errorf("failed to create TokenReview: %w", err)
+	}
+	if !tr.Status.Authenticated || !slices.Contains(tr.Status.Audiences, k.cfg.Audience) {
+		return tokenReview{}, nil
+	}
+	return tokenReview{user: &tr.Status.User}, nil
+}
+
+// reviewAccess asks the API server whether user may use the agent.
+func (k *Kubernetes) reviewAccess(ctx context.Context, user *authnv1.UserInfo) (bool, error) {
+	extra := make(map[string]authzv1.ExtraValue, len(user.Extra))
+	for name, values := range user.Extra {
+		extra[name] = authzv1.ExtraValue(values)
+	}
+	var sar authzv1.SubjectAccessReview
+	err := k.retry(ctx, func(ctx context.Context) error {
+		return k.access.Post().Resource("subjectaccessreviews").Body(&authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			ResourceAttributes: &authzv1.ResourceAttributes{
+				Namespace: k.cfg.Namespace, Verb: RBACVerb, Group: RBACGroup, Resource: RBACResource,
+				Subresource: RBACSubresource, Name: k.cfg.Agent,
+			},
+			User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+		}}).Do(ctx).Into(&sar)
+	})
+	if err != nil {
+		return false, fmt.Errorf("failed to create SubjectAccessReview: %w", err)
+	}
+	return sar.Status.Allowed && !sar.Status.Denied, nil
+}
+
+// retry calls review until it succeeds or the backoff runs out. Each call
+// has its own timeout and outlives the request that started it: the
+// requests waiting on the same review must not fail with it.
+func (k *Kubernetes) retry(ctx context.Context, review func(context.Context) error) error {
+	ctx = context.WithoutCancel(ctx)
+	return retry.OnError(*k.cfg.Backoff, func(error) bool { return true }, func() error {
+		ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+		defer cancel()
+		return review(ctx)
+	})
 }
 
 // Challenge implements Verifier.
 func (k *Kubernetes) Challenge() string {
-	return fmt.Sprintf(`Bearer realm="adk2goose", scope=%q`, k.auds[0])
+	return fmt.Sprintf(`Bearer realm="adk2goose", scope=%q`, k.cfg.Audience)
 }
 
 // Scheme implements Verifier.
 func (k *Kubernetes) Scheme() Scheme {
 	return Scheme{Description: fmt.Sprintf("a Kubernetes ServiceAccount token with audience %q whose subject may %s %s/%s %q",
-		k.auds[0], RBACVerb, RBACResource, RBACSubresource, k.attrs.Name)}
-}
-
-// errReviewUnavailable marks a review that did not get an answer: the API
-// server refuses a bad token with an error too, so the review's transport
-// tells the two apart.
-var errReviewUnavailable = errors.New("review API unavailable")
-
-// reviewTransport turns failures to reach the review APIs, and their
-// answers other than success, into errors wrapping errReviewUnavailable.
-type reviewTransport struct{ next http.RoundTripper }
-
-func (t reviewTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errReviewUnavailable, err)
-	}
-	if resp.StatusCode >= 300 {
-		_ = resp.Body.Close()
-		return nil, fmt.Errorf("%w: %s", errReviewUnavailable, resp.Status)
-	}
-	return resp, nil
+		k.cfg.Audience, RBACVerb, RBACResource, RBACSubresource, k.cfg.Agent)}
 }

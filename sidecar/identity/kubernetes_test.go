@@ -80,24 +80,29 @@ func (f *kubeFixture) token(t *testing.T, sa, audience string) string {
 	return tr.Status.Token
 }
 
-// countingTransport counts the TokenReviews sent.
+// reviewCounts counts the reviews sent.
+type reviewCounts struct{ tokens, access atomic.Int64 }
+
 type countingTransport struct {
-	next    http.RoundTripper
-	reviews *atomic.Int64
+	next   http.RoundTripper
+	counts *reviewCounts
 }
 
 func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(r.URL.Path, "/tokenreviews") {
-		c.reviews.Add(1)
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/tokenreviews"):
+		c.counts.tokens.Add(1)
+	case strings.HasSuffix(r.URL.Path, "/subjectaccessreviews"):
+		c.counts.access.Add(1)
 	}
 	return c.next.RoundTrip(r)
 }
 
-func (f *kubeFixture) verifier(t *testing.T, reviews *atomic.Int64) *identity.Kubernetes {
+func (f *kubeFixture) verifier(t *testing.T, counts *reviewCounts) *identity.Kubernetes {
 	t.Helper()
 	rc := rest.CopyConfig(f.env.Config)
-	if reviews != nil {
-		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, reviews} })
+	if counts != nil {
+		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, counts} })
 	}
 	v, err := identity.NewKubernetes(identity.KubernetesConfig{REST: rc, Audience: testAudience, Namespace: testNS, Agent: testAgent})
 	if err != nil {
@@ -184,8 +189,8 @@ func TestKubernetesModeAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("one review per token under a burst", func(t *testing.T) {
-		var reviews atomic.Int64
-		v := f.verifier(t, &reviews)
+		var counts reviewCounts
+		v := f.verifier(t, &counts)
 		token := f.token(t, "alice", testAudience)
 		var wg sync.WaitGroup
 		var failed atomic.Int64
@@ -200,8 +205,41 @@ func TestKubernetesModeAgainstAPIServer(t *testing.T) {
 		if n := failed.Load(); n > 0 {
 			t.Fatalf("%d of 1000 requests failed", n)
 		}
-		if n := reviews.Load(); n != 1 {
+		if n := counts.tokens.Load(); n != 1 {
 			t.Fatalf("%d TokenReviews for one token, want 1", n)
 		}
+		if n := counts.access.Load(); n != 1 {
+			t.Fatalf("%d SubjectAccessReviews for one caller, want 1", n)
+		}
 	})
+}
+
+// TestKubernetesOutageIsNotCached: a review that failed is asked again by
+// the next request, which gets the caller once the API server answers.
+func TestKubernetesOutageIsNotCached(t *testing.T) {
+	api := newFakeReviewAPI(t)
+	api.down.Store(true)
+	v, err := identity.NewKubernetes(identity.KubernetesConfig{
+		REST: api.config, Audience: testAudience, Namespace: testNS, Agent: testAgent,
+		Backoff: &wait.Backoff{Duration: time.Millisecond, Steps: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "a-service-account-token"
+	_, err = verify(v, token)
+	if identity.Status(err) != http.StatusServiceUnavailable {
+		t.Fatalf("verify with the review API failing: %v, want 503", err)
+	}
+	if strings.Contains(err.Error(), token) {
+		t.Fatalf("the error holds the token: %v", err)
+	}
+	api.down.Store(false)
+	caller, err := verify(v, token)
+	if err != nil {
+		t.Fatalf("verify once the review API answers: %v", err)
+	}
+	if caller.User != "system:serviceaccount:team:alice" {
+		t.Fatalf("caller = %q", caller.User)
+	}
 }
