@@ -29,16 +29,12 @@ func TestMain(m *testing.M) {
 //     goose gets one and the second request ends in
 //     GOOSE_CONFIRMATION_NOT_PENDING (a stale answer sent after the first
 //     is refused with 409 before it reaches the history);
-//   - now and then (seed 2 of this test once in four runs) a session's token
-//     total goes down after a fault, and ends below its turns' usage;
 //   - now and then (seed 5 of `make soak SOAK_TURNS=300`, 24 sessions) a
 //     goose connection stays open long after -goose-idle-timeout.
 func knownBug(v Violation) bool {
 	switch v.Invariant {
 	case "confirmation once":
 		return strings.Contains(v.Detail, "is in the history 2 times")
-	case "tokens":
-		return strings.Contains(v.Detail, "went down") || strings.Contains(v.Detail, "below its turns' usage")
 	case "no leak":
 		return strings.Contains(v.Detail, "goose connections")
 	}
