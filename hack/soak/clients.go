@@ -458,45 +458,39 @@ func (s *soak) stored(ctx context.Context, sess *sessionState) (StoredSession, e
 	return st, fmt.Errorf("failed to read session %s: %w", sess.id, lastErr)
 }
 
-// inFlight is how many of the replica's sessions have a goose reply in
-// flight (/stats).
-func (s *soak) inFlight(ctx context.Context, r *replica) (int, error) {
+// sidecarStats is the part of a replica's /stats the soak reads.
+type sidecarStats struct {
+	Sessions struct {
+		InFlight int `json:"inFlight"`
+	} `json:"sessions"`
+	Tokens struct {
+		Total int64 `json:"total"`
+	} `json:"tokens"`
+}
+
+// stats reads the replica's /stats.
+func (s *soak) stats(ctx context.Context, r *replica) (sidecarStats, error) {
+	var st sidecarStats
 	status, body, err := s.do(ctx, http.MethodGet, s.url(r.idx)+"/stats", nil, nil)
 	if err == nil && status != http.StatusOK {
 		err = fmt.Errorf("HTTP %d", status)
 	}
+	if err == nil {
+		err = json.Unmarshal(body, &st)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("failed to read replica %d's stats: %w", r.idx, err)
+		return st, fmt.Errorf("failed to read replica %d's stats: %w", r.idx, err)
 	}
-	var st struct {
-		Sessions struct {
-			InFlight int `json:"inFlight"`
-		} `json:"sessions"`
-	}
-	if err := json.Unmarshal(body, &st); err != nil {
-		return 0, fmt.Errorf("failed to decode replica %d's stats: %w", r.idx, err)
-	}
-	return st.Sessions.InFlight, nil
+	return st, nil
 }
 
-// agentTotal is the sum of the replicas' token totals (/stats).
+// agentTotal is the sum of the replicas' token totals.
 func (s *soak) agentTotal(ctx context.Context) (int64, error) {
 	var total int64
 	for _, r := range s.reps {
-		status, body, err := s.do(ctx, http.MethodGet, s.url(r.idx)+"/stats", nil, nil)
-		if err == nil && status != http.StatusOK {
-			err = fmt.Errorf("HTTP %d", status)
-		}
+		st, err := s.stats(ctx, r)
 		if err != nil {
-			return 0, fmt.Errorf("failed to read replica %d's stats: %w", r.idx, err)
-		}
-		var st struct {
-			Tokens struct {
-				Total int64 `json:"total"`
-			} `json:"tokens"`
-		}
-		if err := json.Unmarshal(body, &st); err != nil {
-			return 0, fmt.Errorf("failed to decode replica %d's stats: %w", r.idx, err)
+			return 0, err
 		}
 		total += st.Tokens.Total
 	}

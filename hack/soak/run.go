@@ -392,12 +392,12 @@ func (s *soak) settle(ctx context.Context, h *History) error {
 			return err
 		}
 		name := "replica " + strconv.Itoa(r.idx)
-		inFlight, err := s.inFlight(ctx, r)
+		st, err := s.stats(ctx, r)
 		if err != nil {
 			return err
 		}
 		h.Resources = append(h.Resources,
-			Resource{What: name + " turns in flight (/stats)", Baseline: 0, After: inFlight},
+			Resource{What: name + " turns in flight (/stats)", Baseline: 0, After: st.Sessions.InFlight},
 			Resource{What: name + " goose connections", Baseline: 0, After: open},
 			// Slack: what a sidecar that has served keeps open on purpose
 			// (its SQLite pools' connections, keep-alive connections to its
