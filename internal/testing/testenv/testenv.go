@@ -41,7 +41,7 @@ func RepoRoot() string {
 		// did, paths would resolve from the working directory.
 		return "."
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..") // internal/testing/testenv
 }
 
 // Scheme returns a scheme with the built-in types and the GooseAgent API.
