@@ -127,6 +127,12 @@ e2e-down: ## Tear down what an interrupted or E2E_KEEP=1 `make e2e` left on this
 fuzz: ## Run every fuzz target for FUZZTIME each (default 20000x executions; a duration like 5m works too).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
+FUZZ_LONG_TIME ?= 10000000x
+.PHONY: fuzz-long
+fuzz-long: ## Run every fuzz target for FUZZ_LONG_TIME each (default 10 million executions: hours, not for CI), then keep the inputs that found new coverage in each package's testdata/fuzz.
+	FUZZTIME=$(FUZZ_LONG_TIME) hack/fuzz.sh
+	hack/fuzz-corpus.sh
+
 ##@ Benchmarks
 
 AGENTS ?= 1000
@@ -140,6 +146,12 @@ LOAD_ARGS ?=
 .PHONY: load
 load: build ## Load bin/adk2goose with 2,000 concurrent /run_sse streams on the fake goose serve, 10 runs; prints a table (more flags: LOAD_ARGS="-streams 500 -runs 3").
 	go run ./hack/load -adk2goose $(LOCALBIN)/adk2goose $(LOAD_ARGS)
+
+SOAK_TURNS ?= 10000
+SOAK_SEED ?=
+.PHONY: soak
+soak: build ## Seeded random-fault soak of bin/adk2goose: SOAK_TURNS turns over ADK REST and A2A on two peering replicas, with goose, sidecar, client and peer faults; checks the invariants and ends with `violations: N` (SOAK_SEED replays a schedule; not for CI).
+	go run ./hack/soak -adk2goose $(LOCALBIN)/adk2goose -turns $(SOAK_TURNS) $(if $(SOAK_SEED),-seed $(SOAK_SEED))
 
 STREAM_PATHS_ARGS ?=
 .PHONY: stream-paths

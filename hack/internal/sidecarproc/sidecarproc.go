@@ -38,32 +38,46 @@ type Options struct {
 	GooseSecret string
 	// Args are added to the command line.
 	Args []string
+	// Dir, when set, is the sidecar's directory (data, workspace, log),
+	// which Stop keeps: a sidecar started again on it finds its sessions.
+	// Empty: a new temporary directory.
+	Dir string
+	// Listen is the address to serve on; empty: a free loopback port.
+	Listen string
 }
 
 // Sidecar is a running adk2goose process.
 type Sidecar struct {
-	URL  string
-	cmd  *exec.Cmd
-	dir  string
-	logf *os.File
-	done chan error
+	URL     string
+	cmd     *exec.Cmd
+	dir     string
+	tempDir bool // dir is Start's own, removed by Stop
+	logPath string
+	done    chan struct{} // closed when the process has exited, with exit set
+	exit    error
 }
 
 // Start starts the binary on a free loopback port, in a new temporary
 // directory (data, workspaces, its log), and waits until it is healthy.
 func Start(ctx context.Context, o Options) (*Sidecar, error) {
-	dir, err := os.MkdirTemp("", "adk2goose-load-")
-	if err != nil {
-		return nil, fmt.Errorf("failed to create the sidecar's directory: %w", err)
+	dir := o.Dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "adk2goose-load-"); err != nil {
+			return nil, fmt.Errorf("failed to create the sidecar's directory: %w", err)
+		}
 	}
 	for name, v := range map[string]string{"token": Token, "goose-secret": o.GooseSecret} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
 			return nil, fmt.Errorf("failed to write the sidecar's %s: %w", name, err)
 		}
 	}
-	addr, err := freeAddr(ctx)
-	if err != nil {
-		return nil, err
+	addr := o.Listen
+	if addr == "" {
+		var err error
+		if addr, err = freeAddr(ctx); err != nil {
+			return nil, err
+		}
 	}
 	args := append([]string{
 		"-listen", addr, "-app-name", AppName, "-data-dir", filepath.Join(dir, "data"),
@@ -71,17 +85,23 @@ func Start(ctx context.Context, o Options) (*Sidecar, error) {
 		"-auth-token-file", filepath.Join(dir, "token"), "-log-level", "warn", "-log-format", "text",
 		"-goose-working-dir", filepath.Join(dir, "workspace"), // session directories go below it, removed with dir
 	}, o.Args...)
-	logf, err := os.Create(filepath.Join(dir, "adk2goose.log"))
+	// Appended to: a sidecar started again on Dir adds to its log.
+	logf, err := os.OpenFile(filepath.Join(dir, "adk2goose.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the sidecar's log: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, o.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	_ = logf.Close() // the child has its own descriptor
+	if err != nil {
 		return nil, fmt.Errorf("failed to start %s: %w", o.Binary, err)
 	}
-	sc := &Sidecar{URL: "http://" + addr, cmd: cmd, dir: dir, logf: logf, done: make(chan error, 1)}
-	go func() { sc.done <- cmd.Wait() }()
+	sc := &Sidecar{URL: "http://" + addr, cmd: cmd, dir: dir, tempDir: o.Dir == "", logPath: logf.Name(), done: make(chan struct{})}
+	go func() {
+		sc.exit = cmd.Wait()
+		close(sc.done)
+	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, sc.URL+"/healthz", nil)
@@ -96,8 +116,8 @@ func Start(ctx context.Context, o Options) (*Sidecar, error) {
 			}
 		}
 		select {
-		case err := <-sc.done:
-			return nil, fmt.Errorf("adk2goose exited (log: %s): %w", logf.Name(), err)
+		case <-sc.done:
+			return nil, fmt.Errorf("adk2goose exited (log: %s): %w", sc.logPath, sc.exit)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -121,27 +141,41 @@ func freeAddr(ctx context.Context) (string, error) {
 // Pid is the sidecar's process id.
 func (sc *Sidecar) Pid() int { return sc.cmd.Process.Pid }
 
-// Stop interrupts the sidecar and waits for it; its directory is removed
-// unless its log says something, which is then printed.
-func (sc *Sidecar) Stop() {
-	_ = sc.cmd.Process.Signal(os.Interrupt)
-	var exit error
-	select {
-	case exit = <-sc.done:
-	case <-time.After(30 * time.Second):
-		_ = sc.cmd.Process.Kill()
-		exit = <-sc.done
+// Signal sends sig to the sidecar.
+func (sc *Sidecar) Signal(sig os.Signal) error {
+	if err := sc.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("failed to signal adk2goose: %w", err)
 	}
-	if exit != nil {
+	return nil
+}
+
+// Wait waits for the sidecar to exit, killing it after limit, and returns
+// how it exited.
+func (sc *Sidecar) Wait(limit time.Duration) error {
+	select {
+	case <-sc.done:
+	case <-time.After(limit):
+		_ = sc.cmd.Process.Kill()
+		<-sc.done
+	}
+	return sc.exit
+}
+
+// Stop interrupts the sidecar and waits for it; Start's own directory is
+// removed unless its log says something, which is then printed.
+func (sc *Sidecar) Stop() {
+	_ = sc.Signal(os.Interrupt)
+	if exit := sc.Wait(30 * time.Second); exit != nil {
 		fmt.Printf("adk2goose did not exit cleanly: %v\n", exit)
 	}
-	if fi, err := sc.logf.Stat(); err == nil && fi.Size() > 0 {
-		fmt.Printf("adk2goose log (warnings and errors): %s\n", sc.logf.Name())
-		_ = sc.logf.Close()
+	if !sc.tempDir {
+		return
+	}
+	if fi, err := os.Stat(sc.logPath); err == nil && fi.Size() > 0 {
+		fmt.Printf("adk2goose log (warnings and errors): %s\n", sc.logPath)
 		_ = os.RemoveAll(filepath.Join(sc.dir, "data"))
 		return
 	}
-	_ = sc.logf.Close()
 	_ = os.RemoveAll(sc.dir)
 }
 

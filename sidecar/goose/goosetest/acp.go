@@ -1400,6 +1400,9 @@ func (c *serveConn) run(id json.RawMessage, run *serveRun, ss *serveSession, tex
 			// Abrupt disconnect: no close frame, no response.
 			_ = c.ws.NetConn().Close()
 			return
+		case st.DropMidFrame:
+			c.cutMidFrame(sid)
+			return
 		case st.Error != "":
 			// Provider/stream errors come back as a JSON-RPC error to
 			// session/prompt: -32603 (§2.6).

@@ -1,6 +1,9 @@
 package goosetest
 
 import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -107,4 +110,31 @@ func (s *Serve) openConns() []*serveConn {
 		conns = append(conns, c)
 	}
 	return conns
+}
+
+// cutMidFrame writes the header of a text frame carrying a message chunk and
+// half of its payload, then closes the socket (no close frame): goose killed
+// while its writer is inside a frame. The client reads a truncated frame,
+// then EOF. It bypasses the outbound queue, as the process dies under it.
+func (c *serveConn) cutMidFrame(sid string) {
+	payload, err := json.Marshal(acpRpcNotification{JSONRPC: "2.0", Method: "session/update", Params: acpUpdateParams{
+		SessionID: sid, Update: acpMessageChunk{SessionUpdate: "agent_message_chunk", Content: acpTextContent{Type: "text", Text: "cut"}},
+	}})
+	if err != nil {
+		panic(fmt.Sprintf("goosetest: marshal: %v", err))
+	}
+	// FIN and opcode 1 (text); a server's frames are unmasked (RFC 6455 §5.2).
+	frame := []byte{0x81}
+	if n := len(payload); n < 126 {
+		frame = append(frame, byte(n))
+	} else {
+		frame = binary.BigEndian.AppendUint16(append(frame, 126), uint16(n))
+	}
+	frame = append(frame, payload[:len(payload)/2]...)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	conn := c.ws.NetConn()
+	_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, _ = conn.Write(frame)
+	_ = conn.Close()
 }

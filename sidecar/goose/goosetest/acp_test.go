@@ -1,11 +1,16 @@
 package goosetest
 
 import (
+	"bytes"
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,5 +278,74 @@ func TestServePromptWire(t *testing.T) {
 		}
 		c.ws.Close()
 		s.Close()
+	}
+}
+
+// recordingConn keeps every byte read from the connection.
+type recordingConn struct {
+	net.Conn
+	mu   sync.Mutex
+	read []byte
+}
+
+func (c *recordingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.read = append(c.read, p[:n]...)
+	c.mu.Unlock()
+	return n, err
+}
+
+func TestServeDropMidFrame(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s := NewServe(nil, WithServeScript(Fixed(Reply{Steps: []Step{{Text: "a"}, {DropMidFrame: true}}})))
+	defer s.Close()
+	var rec *recordingConn
+	d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			rec = &recordingConn{Conn: conn}
+			return rec, nil
+		}
+		return nil, err
+	}}
+	ws, _, err := d.Dial("ws"+strings.TrimPrefix(s.URL, "http")+"/acp", http.Header{"X-Secret-Key": {s.Secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	c := &rawClient{t: t, ws: ws}
+	c.initialize(false)
+	sid := c.newSession()
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"hi"}]}}`)
+	for {
+		_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, data, err := ws.ReadMessage()
+		if err == nil {
+			if strings.Contains(string(data), `"id":3`) {
+				t.Fatalf("the prompt was answered: %s", data)
+			}
+			continue
+		}
+		if !websocket.IsCloseError(err, websocket.CloseAbnormalClosure) {
+			t.Fatalf("read error %v, want an abnormal closure", err)
+		}
+		break
+	}
+	// The last bytes are a text frame's header and half its payload.
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	i := bytes.LastIndex(rec.read, []byte(`{"jsonrpc"`))
+	var want int
+	switch {
+	case i >= 2 && rec.read[i-2] == 0x81 && rec.read[i-1] < 126:
+		want = int(rec.read[i-1])
+	case i >= 4 && rec.read[i-4] == 0x81 && rec.read[i-3] == 126:
+		want = int(binary.BigEndian.Uint16(rec.read[i-2 : i]))
+	default:
+		t.Fatalf("no text frame header before the last frame: % x", rec.read[max(0, i-4):])
+	}
+	if got := len(rec.read) - i; got != want/2 {
+		t.Fatalf("the last frame carries %d bytes of %d, want half: %s", got, want, rec.read[i:])
 	}
 }

@@ -876,8 +876,9 @@ func (g *Goosed) reply(w http.ResponseWriter, r *http.Request) {
 			}
 			finished = finished || f.final
 			if f.drop {
-				// Abort the connection mid-response; the client sees a
-				// truncated chunked body.
+				// Abort the connection mid-response (after the part of an
+				// event it carries); the client sees a truncated chunked body.
+				_ = write(f.data)
 				panic(http.ErrAbortHandler)
 			}
 			if write(f.data) != nil {
@@ -950,6 +951,11 @@ func (g *Goosed) play(ctx context.Context, s *goosedSession, reply Reply, frames
 		switch {
 		case st.Drop:
 			send(goosedFrame{drop: true})
+			return
+		case st.DropMidFrame:
+			id := newID()
+			ev := message(&id, "assistant", true, map[string]any{"type": "text", "text": "cut"})
+			send(goosedFrame{data: ev[:len(ev)/2], drop: true})
 			return
 		case st.Error != "":
 			// §3: an agent error is sent as Error, then Finish still follows.

@@ -3,6 +3,8 @@ package goosetest_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -100,4 +102,37 @@ func jsonString(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// DropMidFrame ends a reply inside an SSE event: the body's last bytes are
+// half an event, with no blank line after them, and the body is cut.
+func TestGoosedDropMidFrame(t *testing.T) {
+	fake := goosetest.NewGoosed(goosetest.GoosedOptions{Script: goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{{Text: "a"}, {DropMidFrame: true}}})})
+	defer fake.Close()
+	c, err := rest.New(rest.Config{URL: fake.URL, SecretKey: fake.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	s, err := c.StartSession(t.Context(), goose.StartOptions{WorkingDir: "/workspace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"session_id":"` + s.ID + `","user_message":{"role":"user","created":1,"content":[{"type":"text","text":"go"}],"metadata":{"userVisible":true,"agentVisible":true}}}`
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, fake.URL+"/reply", strings.NewReader(body))
+	req.Header.Set("X-Secret-Key", fake.SecretKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	got, err := io.ReadAll(resp.Body)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("read error %v, want the body cut", err)
+	}
+	last := got[strings.LastIndex(string(got), "\n\n")+2:]
+	if !strings.HasPrefix(string(last), `data: {`) || strings.Contains(string(last), "\n") || !strings.Contains(string(got), `"text":"a"`) {
+		t.Fatalf("body does not end in half an event after the text: %q", got)
+	}
 }

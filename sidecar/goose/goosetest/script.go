@@ -43,6 +43,11 @@ type Step struct {
 	Error string
 	// Drop cuts the connection mid-stream without finishing the reply.
 	Drop bool
+	// DropMidFrame cuts the connection inside a frame: goose serve writes a
+	// WebSocket frame's header and half its payload, goosed half an SSE
+	// event, then the socket closes with no close frame, as when goose is
+	// killed (OOM, crash) while its writer is sending.
+	DropMidFrame bool
 }
 
 // ToolStep scripts a tool call.
