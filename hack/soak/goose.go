@@ -1,21 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/adk2goose/goose-operator/hack/internal/selfproc"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
 
@@ -160,7 +158,7 @@ func serveGoose(args []string) error {
 	if err := json.NewEncoder(os.Stdout).Encode(childInfo{URL: fake.URL, Secret: fake.Secret, Control: "http://" + cln.Addr().String()}); err != nil {
 		return err
 	}
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	selfproc.UntilStdinCloses()
 	_ = csrv.Close()
 	fake.Close()
 	return save()
@@ -175,48 +173,19 @@ type childInfo struct {
 
 // gooseProc is a running fake goose child.
 type gooseProc struct {
-	cmd   *exec.Cmd
-	stdin io.Closer
-	info  childInfo
-	done  chan struct{}
+	*selfproc.Proc
+	info childInfo
 }
 
 // startGoose starts the fake goose on listen with its state in statePath.
 func startGoose(ctx context.Context, listen, secret, statePath string) (*gooseProc, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("failed to find this binary: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, self, "fake-goose", "-listen", listen, "-secret", secret, "-state", statePath)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	g := &gooseProc{}
+	p, err := selfproc.Start(ctx, &g.info, "fake-goose", "-listen", listen, "-secret", secret, "-state", statePath)
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("failed to start the fake goose: %w", err)
-	}
-	g := &gooseProc{cmd: cmd, stdin: stdin, done: make(chan struct{})}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err == nil {
-		err = json.Unmarshal(line, &g.info)
-	}
-	go func() { _ = cmd.Wait(); close(g.done) }()
-	if err != nil {
-		g.stop()
-		return nil, fmt.Errorf("failed to start the fake goose: %w", err)
-	}
+	g.Proc = p
 	return g, nil
-}
-
-// stop closes the child's stdin, which ends it, and waits.
-func (g *gooseProc) stop() {
-	_ = g.stdin.Close()
-	<-g.done
 }
 
 // crash makes goose die at once, its store saved, and waits for it.
@@ -229,11 +198,11 @@ func (g *gooseProc) crash(ctx context.Context) error {
 		_ = resp.Body.Close()
 	}
 	select {
-	case <-g.done:
+	case <-g.Done():
 		return nil
 	case <-time.After(10 * time.Second):
-		_ = g.cmd.Process.Kill()
-		<-g.done
+		_ = g.Cmd.Process.Kill()
+		<-g.Done()
 		return errors.New("the fake goose did not crash when asked; killed it")
 	}
 }

@@ -220,7 +220,7 @@ func (s *soak) stopReplicas() {
 			r.sc = nil
 		}
 		if r.goose != nil {
-			r.goose.stop()
+			r.goose.Stop()
 			r.goose = nil
 		}
 	}
@@ -296,7 +296,7 @@ func (s *soak) inject(ctx context.Context, f Fault) error {
 		}
 		return s.startGoose(r)
 	case GooseStall:
-		return pause(ctx, r.goose.cmd.Process, f.For)
+		return pause(ctx, r.goose.Cmd.Process, f.For)
 	case SidecarTerm:
 		return s.restartSidecar(ctx, r, syscall.SIGTERM)
 	case SidecarKill:

@@ -34,7 +34,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,13 +45,13 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/adk2goose/goose-operator/hack/internal/selfproc"
 	"github.com/adk2goose/goose-operator/hack/internal/sidecarproc"
 	"github.com/adk2goose/goose-operator/internal/relay"
 	"github.com/adk2goose/goose-operator/internal/testing/percentile"
@@ -135,9 +134,8 @@ const holdText = "hold"
 
 // child is this binary running in another role.
 type child struct {
-	cmd   *exec.Cmd
-	stdin io.Closer
-	info  childInfo
+	*selfproc.Proc
+	info childInfo
 }
 
 // childInfo is the first line a child prints.
@@ -148,45 +146,14 @@ type childInfo struct {
 }
 
 func startChild(ctx context.Context, args ...string) (*child, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("failed to find this binary: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, self, args...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	c := &child{}
+	p, err := selfproc.Start(ctx, &c.info, args...)
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("failed to start %s: %w", args[0], err)
-	}
-	c := &child{cmd: cmd, stdin: stdin}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err == nil {
-		err = json.Unmarshal(line, &c.info)
-	}
-	if err != nil {
-		c.stop()
-		return nil, fmt.Errorf("failed to start %s: %w", args[0], err)
-	}
+	c.Proc = p
 	return c, nil
 }
-
-func (c *child) pid() int { return c.cmd.Process.Pid }
-
-// stop closes the child's stdin, which ends it.
-func (c *child) stop() {
-	_ = c.stdin.Close()
-	_ = c.cmd.Wait()
-}
-
-// untilStdinCloses blocks until the parent closes stdin or exits.
-func untilStdinCloses() { _, _ = io.Copy(io.Discard, os.Stdin) }
 
 // serveFake runs the fake goose of -flavor: replies of -deltas text events
 // sent as fast as possible (or over -reply-time), or held open after one
@@ -279,7 +246,7 @@ func serveRole(h http.Handler, info func(url string) childInfo) error {
 	if err := json.NewEncoder(os.Stdout).Encode(info("http://" + ln.Addr().String())); err != nil {
 		return err
 	}
-	untilStdinCloses()
+	selfproc.UntilStdinCloses()
 	return nil
 }
 
@@ -356,12 +323,12 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	if err != nil {
 		return nil, err
 	}
-	defer fake.stop()
+	defer fake.Stop()
 	proxy, err := startChild(ctx, "proxy", "-target", fake.info.URL)
 	if err != nil {
 		return nil, err
 	}
-	defer proxy.stop()
+	defer proxy.Stop()
 	var extra []string
 	if cfg.idleTimeout > 0 && cfg.flavor == "serve" {
 		extra = append(extra, "-goose-idle-timeout", cfg.idleTimeout.String())
@@ -471,18 +438,18 @@ func oneRun(ctx context.Context, cfg config, arrivals goosetest.Arrivals, runNo 
 	selected := strings.Split(cfg.paths, ",")
 	paths := []path{
 		{name: "direct", setup: direct},
-		{name: "proxy", pid: proxy.pid(), setup: proxied},
+		{name: "proxy", pid: proxy.Pid(), setup: proxied},
 		{name: "adk2goose", pid: sc.Pid(), setup: viaADK(sc.URL, stages)},
 	}
-	pids := []int{os.Getpid(), fake.pid(), proxy.pid(), sc.Pid()}
+	pids := []int{os.Getpid(), fake.Pid(), proxy.Pid(), sc.Pid()}
 	if slices.Contains(selected, "adk-only") {
 		adkOnly, err := startChild(ctx, "adk-only", "-deltas", strconv.Itoa(cfg.deltas), "-reply-time", cfg.replyTime.String())
 		if err != nil {
 			return nil, err
 		}
-		defer adkOnly.stop()
-		paths = append(paths, path{name: "adk-only", pid: adkOnly.pid(), setup: viaADK(adkOnly.info.URL, nil), noGoose: true})
-		pids = append(pids, adkOnly.pid())
+		defer adkOnly.Stop()
+		paths = append(paths, path{name: "adk-only", pid: adkOnly.Pid(), setup: viaADK(adkOnly.info.URL, nil), noGoose: true})
+		pids = append(pids, adkOnly.Pid())
 	}
 	paths = slices.DeleteFunc(paths, func(p path) bool { return !slices.Contains(selected, p.name) })
 	m := &measurer{cfg: cfg, arrivals: arrivals, fake: fake, pids: pids}
