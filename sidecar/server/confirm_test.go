@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -301,6 +302,48 @@ func TestRESTConfirmationRejectsBadAnswers(t *testing.T) {
 				t.Fatalf("answer: %d %v", code, frames)
 			}
 			check("stale id", answerBody("s", id, map[string]any{"confirmed": true}), http.StatusConflict, "already answered")
+		})
+	}
+}
+
+// TestConcurrentAnswersToOneConfirmation: two answers to one confirmation
+// sent at once (a client retrying, two tabs) reach goose and the session
+// history once; the other gets 409. Found by the soak (make soak,
+// seed 3405991518479366399, turn 41).
+func TestConcurrentAnswersToOneConfirmation(t *testing.T) {
+	for _, fl := range flavours {
+		t.Run(fl.name, func(t *testing.T) {
+			b, obs := startObserved(t, fl.name, approvalScript)
+			sc := startSidecar(t, b, t.TempDir(), approveMode)
+			sc.createSession("u", "s")
+			_, frames := sc.runSSE(runBody("u", "s", "delete x", true))
+			id := confirmationFrame(t, frames)
+
+			codes := make(chan int, 2)
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(func() {
+					code, _ := sc.do(http.MethodPost, "/run_sse", answerBody("s", id, map[string]any{"confirmed": true}))
+					codes <- code
+				})
+			}
+			wg.Wait()
+			close(codes)
+			var got []int
+			for c := range codes {
+				got = append(got, c)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, []int{http.StatusOK, http.StatusConflict}) {
+				t.Fatalf("status codes %v, want one 200 and one 409", got)
+			}
+			if d := obs.decisions(); len(d) != 1 {
+				t.Fatalf("goose received %v, want one answer", d)
+			}
+			_, evs := sc.history("u", "s")
+			if n := strings.Count(eventKinds(evs), "user:response:adk_request_confirmation"); n != 1 {
+				t.Fatalf("%d answers in the history, want 1: %s", n, eventKinds(evs))
+			}
 		})
 	}
 }

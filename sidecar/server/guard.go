@@ -55,16 +55,19 @@ func (s *Server) guardRun(w http.ResponseWriter, r *http.Request, req *RunReques
 		writeJSONError(w, r, http.StatusNotFound, codeAppNotFound, s.unknownApp(req.AppName))
 		return
 	}
-	answersConfirmation, he := s.checkConfirmations(r.Context(), req)
-	if he != nil {
-		writeJSONError(w, r, he.status, he.code, he.msg)
-		return
-	}
 	release, ok := s.takeTurn(w, r, gooseagent.SessionKey{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID})
 	if !ok {
 		return
 	}
 	defer release()
+	// Checked while holding the turn: of two answers to one confirmation
+	// sent at once, the second then finds it answered (409) instead of
+	// reaching the history beside the first.
+	answersConfirmation, he := s.checkConfirmations(r.Context(), req)
+	if he != nil {
+		writeJSONError(w, r, he.status, he.code, he.msg)
+		return
+	}
 	ctx := runContext(r.Context(), req.AppName, req.UserID, req.SessionID)
 	// Loaded here once for the run (see sessionService.Get).
 	_, err := s.sessions.Get(ctx, &session.GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID})
