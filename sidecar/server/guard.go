@@ -160,9 +160,10 @@ func (s *Server) takeTurn(w http.ResponseWriter, r *http.Request, k gooseagent.S
 	return nil, false
 }
 
-// appPath splits /apps/{app}/... and /dev/apps/{app}/...; user and session
-// are set for /apps/{app}/users/{user}/sessions/{session}[/...], and
-// isResource when the path ends at the session.
+// appPath splits /apps/{app}/... and /dev/apps/{app}/...; user is set for
+// /apps/{app}/users/{user}[/...], session for
+// /apps/{app}/users/{user}/sessions/{session}[/...], and isResource when the
+// path ends at the session.
 func appPath(r *http.Request) (app, user, session string, isResource, ok bool) {
 	p := strings.TrimSuffix(r.URL.EscapedPath(), "/")
 	p = strings.TrimPrefix(p, "/dev")
@@ -178,8 +179,11 @@ func appPath(r *http.Request) (app, user, session string, isResource, ok bool) {
 		return u
 	}
 	app = unescape(seg[2])
+	if len(seg) >= 5 && seg[3] == "users" {
+		user = unescape(seg[4])
+	}
 	if len(seg) >= 7 && seg[3] == "users" && seg[5] == "sessions" && seg[6] != "" {
-		user, session = unescape(seg[4]), unescape(seg[6])
+		session = unescape(seg[6])
 		isResource = len(seg) == 7
 	}
 	return app, user, session, isResource, true

@@ -61,25 +61,22 @@ func (s *Server) ownUser(next http.Handler) http.Handler {
 }
 
 // requestUser is the ADK user a request is about: the {user} of
-// /apps/{app}/users/{user}/... and /users/{user}/..., or a run's userId.
+// /apps/{app}/users/{user}/... (appPath) and /users/{user}/..., or a run's
+// userId.
 func requestUser(r *http.Request) (user string, named bool) {
 	if req := runRequestOf(r); req != nil {
 		return req.UserID, true
 	}
-	seg := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/dev"), "/")
-	i := -1
-	switch {
-	case len(seg) >= 5 && seg[1] == "apps" && seg[3] == "users":
-		i = 4
-	case len(seg) >= 3 && seg[1] == "users":
-		i = 2
+	if _, user, _, _, ok := appPath(r); ok {
+		return user, user != ""
 	}
-	if i < 0 {
+	seg := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/dev"), "/")
+	if len(seg) < 3 || seg[1] != "users" {
 		return "", false
 	}
-	u, err := url.PathUnescape(seg[i])
+	u, err := url.PathUnescape(seg[2])
 	if err != nil {
-		u = seg[i]
+		u = seg[2]
 	}
 	return u, true
 }
