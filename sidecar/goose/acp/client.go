@@ -291,9 +291,10 @@ func (cn *conn) lostErr() error {
 // handle accepts goose's requests on this connection (on its reader) and
 // returns the work that answers each; notifications are routed by the
 // transport (wsConn.read).
-func (cn *conn) handle(method string, params json.RawMessage) func(context.Context) (any, *acpsdk.RequestError) {
+func (cn *conn) handle(f *frame) func(context.Context) (any, *acpsdk.RequestError) {
+	method := f.Method
 	if method == methodRequestPermission {
-		return cn.c.acceptPermission(cn, params)
+		return cn.c.acceptPermission(cn, &f.Params)
 	}
 	// We advertise no fs/terminal capabilities, so goose sends nothing else
 	// that needs an answer (§5).
@@ -489,8 +490,8 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	}
 
 	cn := &conn{c: c, runs: make(map[string]string), loading: make(map[string]bool)}
-	cn.rpc = newWSConn(ws, c.cfg.MaxFrameBytes, c.log, func(method string, params json.RawMessage) {
-		c.route(cn, method, params)
+	cn.rpc = newWSConn(ws, c.cfg.MaxFrameBytes, c.log, func(f *frame) {
+		c.route(cn, f)
 	}, cn.handle)
 	c.mu.Lock()
 	if c.closed {
@@ -953,9 +954,10 @@ func parseExportUsage(data []byte) (goose.Usage, error) {
 // route hands a notification to the reply running in its session. It runs on
 // the connection's reader and waits while that reply's queue is full, which
 // stops this connection being read (wsStream).
-func (c *Client) route(cn *conn, method string, params json.RawMessage) {
-	d, err := decodeNotification(method, params)
+func (c *Client) route(cn *conn, f *frame) {
+	d, err := f.notification()
 	if err != nil {
+		method := f.Method
 		// An update kind this client does not know (ACP asks clients to
 		// ignore those) or a malformed one: skipped, and said so.
 		level := slog.LevelWarn
@@ -1007,33 +1009,24 @@ func (c *Client) routeDecoded(cn *conn, d decoded) {
 // (§2.7). It runs on the connection's reader: the tool_call goose sent before
 // the request has reached the reply, and a session/load the request came
 // during is still in flight.
-func (c *Client) acceptPermission(cn *conn, params json.RawMessage) func(context.Context) (any, *acpsdk.RequestError) {
-	var req acpsdk.RequestPermissionRequest
-	if err := json.Unmarshal(params, &req); err != nil {
-		return func(context.Context) (any, *acpsdk.RequestError) {
-			return nil, acpsdk.NewInvalidParams(map[string]any{"error": err.Error()})
-		}
-	}
+func (c *Client) acceptPermission(cn *conn, req *params) func(context.Context) (any, *acpsdk.RequestError) {
 	cancelled := func(context.Context) (any, *acpsdk.RequestError) { return cancelledOutcome(), nil }
-	id := string(req.ToolCall.ToolCallId)
-	title := ""
-	if req.ToolCall.Title != nil {
-		title = *req.ToolCall.Title
-	}
+	id, title := req.ToolCall.ToolCallID, req.ToolCall.Title
+	options := req.Options
 	c.mu.Lock()
-	r := c.replies[string(req.SessionId)]
+	r := c.replies[req.SessionID]
 	if r == nil || r.cn != cn {
 		// Nobody can answer: refuse (an unanswered request blocks goose
 		// forever). One that comes during session/load is goose resuming a
 		// turn that waited for an approval when an earlier connection (an
 		// adk2goose that restarted) went away: kept for the session's next
 		// reply to report.
-		if cn.loading[string(req.SessionId)] {
+		if cn.loading[req.SessionID] {
 			name := id
 			if title != "" {
 				name = title
 			}
-			c.lost[string(req.SessionId)] = append(c.lost[string(req.SessionId)], &goose.ToolResponse{ID: id, Name: name, IsError: true,
+			c.lost[req.SessionID] = append(c.lost[req.SessionID], &goose.ToolResponse{ID: id, Name: name, IsError: true,
 				Text: "not run: it was waiting for approval when adk2goose restarted, and goose was told it is denied; ask again to run it"})
 		}
 		c.mu.Unlock()
@@ -1047,21 +1040,21 @@ func (c *Client) acceptPermission(cn *conn, params json.RawMessage) func(context
 	r.push(item{ev: &goose.ApprovalRequest{
 		ID:        id,
 		ToolName:  r.toolName(id, title),
-		Arguments: rawJSON(req.ToolCall.RawInput),
+		Arguments: jsonValue(req.ToolCall.RawInput),
 		Prompt:    title,
 	}})
 	return func(ctx context.Context) (any, *acpsdk.RequestError) {
 		defer r.removeApproval(id, ch)
 		select {
 		case d := <-ch:
-			return permissionOutcome(d, req.Options), nil
+			return permissionOutcome(d, options), nil
 		case <-r.ended:
 			// A decision made before the reply ended wins: select picks at
 			// random among ready cases, and a denial followed at once by
 			// the reply's end (a drain, a timeout) must reach goose as one.
 			select {
 			case d := <-ch:
-				return permissionOutcome(d, req.Options), nil
+				return permissionOutcome(d, options), nil
 			default:
 			}
 			return cancelledOutcome(), nil
@@ -1225,9 +1218,9 @@ func (c *Client) sendPrompt(ctx context.Context, sessionID string, msg goose.Use
 		SessionId: acpsdk.SessionId(r.sessionID),
 		Prompt:    []acpsdk.ContentBlock{acpsdk.TextBlock(msg.Text)},
 		Meta:      traceMeta(ctx),
-	}, func(m rpcMessage, err error) { c.promptAnswered(r, m, err) })
+	}, func(f *frame, err error) { c.promptAnswered(r, f, err) })
 	if err != nil {
-		c.promptAnswered(r, rpcMessage{}, err)
+		c.promptAnswered(r, nil, err)
 	}
 	return r, prompt, nil
 }
@@ -1340,11 +1333,11 @@ func (c *Client) abort(r *reply) {
 // promptAnswered queues the reply's ending: goose's answer to its
 // session/prompt, or err (the prompt could not be sent, or its connection
 // ended first). It runs on the connection's reader and does not block.
-func (c *Client) promptAnswered(r *reply, m rpcMessage, err error) {
+func (c *Client) promptAnswered(r *reply, f *frame, err error) {
 	cn := r.cn
 	var resp acpsdk.PromptResponse
 	if err == nil {
-		resp, err = decodeResult[acpsdk.PromptResponse](methodSessionPrompt, m)
+		resp, err = decodeResult[acpsdk.PromptResponse](methodSessionPrompt, f)
 	}
 	if err != nil {
 		mapped := c.mapErr(cn, err)

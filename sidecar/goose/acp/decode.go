@@ -1,7 +1,6 @@
 package acp
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +27,118 @@ const (
 	methodSessionInfo       = "_goose/unstable/session/info"
 	methodSessionExport     = "_goose/unstable/session/export"
 )
+
+// frame is one JSON-RPC message from goose (§2.5) together with the params
+// of every method this client reads, decoded by decodeFrame in one
+// encoding/json pass: the one place goose's messages are read.
+type frame struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params params          `json:"params"`
+	// Result stays raw: its type is the request's, which only its caller knows.
+	Result json.RawMessage      `json:"result"`
+	Error  *acpsdk.RequestError `json:"error"`
+	// Invalid is why params or error could not be read (a field of the wrong
+	// type): this message alone fails, not the connection.
+	Invalid error `json:"-"`
+}
+
+// params holds what the client reads of session/update (§2.6),
+// _goose/unstable/session/update (§3), session/request_permission (§2.7) and
+// $/cancel_request.
+type params struct {
+	SessionID string `json:"sessionId"`
+	Update    update `json:"update"`
+	// session/request_permission
+	ToolCall struct {
+		ToolCallID string          `json:"toolCallId"`
+		Title      string          `json:"title"`
+		RawInput   json.RawMessage `json:"rawInput"`
+	} `json:"toolCall"`
+	Options []acpsdk.PermissionOption `json:"options"`
+	// $/cancel_request
+	RequestID json.RawMessage `json:"requestId"`
+}
+
+// update is the update of either notification. Two keys have two shapes,
+// so they decode to any: content (a chunk's block, or a tool call's array)
+// and status (a tool call's, or goose's status_message).
+type update struct {
+	SessionUpdate string `json:"sessionUpdate"`
+	// _meta is goose's own (decodeFrame reads a field of another type as absent).
+	Meta struct {
+		Goose struct {
+			MessageID string `json:"messageId"`
+			// activeRunId is a run's id, or null when it ended: kept raw to
+			// tell null from absent.
+			ActiveRunID json.RawMessage `json:"activeRunId"`
+			ToolCall    struct {
+				ToolName string `json:"toolName"`
+			} `json:"toolCall"`
+		} `json:"goose"`
+	} `json:"_meta"`
+	// agent_message_chunk, agent_thought_chunk; goose's message_usage
+	MessageID string `json:"messageId"`
+	Content   any    `json:"content"`
+	// tool_call, tool_call_update
+	ToolCallID string          `json:"toolCallId"`
+	Title      string          `json:"title"`
+	Status     any             `json:"status"`
+	RawInput   json.RawMessage `json:"rawInput"`
+	RawOutput  json.RawMessage `json:"rawOutput"`
+	// usage_update: ACP's (used, size, cost) and goose's (used, contextLimit
+	// and the accumulated totals, §3.1)
+	Used int64 `json:"used"`
+	Size int64 `json:"size"`
+	Cost *struct {
+		Amount float64 `json:"amount"`
+	} `json:"cost"`
+	ContextLimit            int64    `json:"contextLimit"`
+	AccumulatedInputTokens  int64    `json:"accumulatedInputTokens"`
+	AccumulatedOutputTokens int64    `json:"accumulatedOutputTokens"`
+	AccumulatedCost         *float64 `json:"accumulatedCost"`
+	// goose's message_usage
+	Usage *struct {
+		InputTokens  int64    `json:"inputTokens"`
+		OutputTokens int64    `json:"outputTokens"`
+		TotalTokens  int64    `json:"totalTokens"`
+		Cost         *float64 `json:"cost"`
+	} `json:"usage"`
+}
+
+// decodeFrame reads one frame from goose. An error means it is no JSON-RPC
+// message at all (not JSON, not an object, or a method that is no string):
+// nothing in it can be answered or routed. A field of the wrong type in
+// params or error only sets f.Invalid. It never panics.
+func decodeFrame(data []byte) (frame, error) {
+	var f frame
+	err := json.Unmarshal(data, &f)
+	if err == nil {
+		return f, nil
+	}
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || !inField(te.Field, "params") && !inField(te.Field, "error") {
+		return frame{}, err
+	}
+	// encoding/json reports only the first type error: the method must read too.
+	var envelope struct {
+		Method string `json:"method"`
+	}
+	if err := json.Unmarshal(data, &envelope); err != nil {
+		return frame{}, err
+	}
+	// ACP's _meta may hold anything: goose's own field of another type reads
+	// as absent.
+	if !strings.Contains(te.Field, "._meta") {
+		f.Invalid = err
+	}
+	return f, nil
+}
+
+// inField reports whether a dotted JSON path is field or inside it.
+func inField(path, field string) bool {
+	return path == field || strings.HasPrefix(path, field+".")
+}
 
 // decoded is what one goose notification means to the client.
 type decoded struct {
@@ -57,130 +168,55 @@ var (
 	errUnknownNotification = errors.New("not a notification this client reads")
 )
 
-// decodeNotification turns the params of one goose notification
-// (session/update or _goose/unstable/session/update) into what it means to
-// the client: the one place goose's updates are read. It never panics.
-func decodeNotification(method string, params []byte) (decoded, error) {
+// notification is what a notification frame (session/update or
+// _goose/unstable/session/update) means to the client.
+func (f *frame) notification() (decoded, error) {
 	var d decoded
-	var err error
-	switch method {
-	case methodSessionUpdate:
-		d, err = decodeSessionUpdate(params)
-	case methodGooseUpdate:
-		d, err = decodeGooseUpdate(params)
-	default:
-		err = errUnknownNotification
+	err := f.Invalid
+	if err == nil {
+		switch f.Method {
+		case methodSessionUpdate:
+			d, err = sessionUpdate(&f.Params)
+		case methodGooseUpdate:
+			d, err = gooseUpdate(&f.Params)
+		default:
+			err = errUnknownNotification
+		}
 	}
 	if err != nil {
-		return decoded{}, fmt.Errorf("failed to decode %s: %w", method, err)
+		return decoded{}, fmt.Errorf("failed to decode %s: %w", f.Method, err)
 	}
 	return d, nil
 }
 
-// sessionUpdate holds what the client reads of a session/update (§2.6): one pass; the SDK's
-// union types decode each frame several times; binding target: CPU per reply <= 1.8x adk-only.
-type sessionUpdate struct {
-	SessionID string `json:"sessionId"`
-	// ACP's _meta is an object; nothing in it is read here.
-	Meta   struct{} `json:"_meta"`
-	Update struct {
-		SessionUpdate string     `json:"sessionUpdate"`
-		Meta          updateMeta `json:"_meta"`
-		// agent_message_chunk, agent_thought_chunk
-		MessageID string `json:"messageId"`
-		// a chunk's content block, or a tool call's content array
-		Content updateContent `json:"content"`
-		// tool_call, tool_call_update
-		ToolCallID string                `json:"toolCallId"`
-		Title      string                `json:"title"`
-		Status     acpsdk.ToolCallStatus `json:"status"`
-		RawInput   json.RawMessage       `json:"rawInput"`
-		RawOutput  json.RawMessage       `json:"rawOutput"`
-		// usage_update
-		Used int64 `json:"used"`
-		Size int64 `json:"size"`
-		Cost *struct {
-			Amount float64 `json:"amount"`
-		} `json:"cost"`
-	} `json:"update"`
-}
-
-// updateMeta is an update's _meta, where goose keeps its own fields.
-type updateMeta struct {
-	Goose metaField[struct {
-		MessageID   metaField[string] `json:"messageId"`
-		ActiveRunID metaField[string] `json:"activeRunId"`
-		ToolCall    metaField[struct {
-			ToolName metaField[string] `json:"toolName"`
-		}] `json:"toolCall"`
-	}] `json:"goose"`
-}
-
-// metaField is _meta.goose or a field in it: goose's own, so a value of
-// another JSON type than T reads as T's zero value instead of failing the
-// update. Set tells a field that is there, even null, from one that is not.
-type metaField[T any] struct {
-	V   T
-	Set bool
-}
-
-func (f *metaField[T]) UnmarshalJSON(b []byte) error {
-	f.Set = true
-	if json.Unmarshal(b, &f.V) != nil {
-		var zero T
-		f.V = zero
-	}
-	return nil
-}
-
-// updateContent is the one key of two shapes: a chunk's content block or a
-// tool call's content array, kept raw as only a final tool_call_update's is read.
-type updateContent struct {
-	Type  string          `json:"type"`
-	Text  string          `json:"text"`
-	Items json.RawMessage `json:"-"`
-}
-
-func (c *updateContent) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '[' {
-		c.Items = bytes.Clone(b)
-		return nil
-	}
-	type block updateContent // without this method
-	return json.Unmarshal(b, (*block)(c))
-}
-
-// decodeSessionUpdate decodes any session/update.
-func decodeSessionUpdate(params []byte) (decoded, error) {
-	var n sessionUpdate
-	if err := json.Unmarshal(params, &n); err != nil {
-		return decoded{}, err
-	}
-	d := decoded{SessionID: n.SessionID}
+// sessionUpdate reads any session/update.
+func sessionUpdate(p *params) (decoded, error) {
+	d := decoded{SessionID: p.SessionID}
 	if d.SessionID == "" {
 		return d, errNoSession
 	}
-	u := &n.Update
-	gm := &u.Meta.Goose.V
+	u := &p.Update
+	gm := &u.Meta.Goose
 	switch u.SessionUpdate {
 	case "agent_message_chunk", "agent_thought_chunk":
-		if u.Content.Type != "text" {
-			return d, nil
+		text, ok, err := chunkText(u.Content)
+		if !ok || err != nil {
+			return d, err
 		}
 		// The ACP messageId wins; goose puts it in _meta.goose (§2.6).
 		id := u.MessageID
 		if id == "" {
-			id = gm.MessageID.V
+			id = gm.MessageID
 		}
 		if u.SessionUpdate == "agent_message_chunk" {
-			d.Event = &goose.TextDelta{MessageID: id, Text: u.Content.Text}
+			d.Event = &goose.TextDelta{MessageID: id, Text: text}
 		} else {
-			d.Event = &goose.ThinkingDelta{MessageID: id, Text: u.Content.Text}
+			d.Event = &goose.ThinkingDelta{MessageID: id, Text: text}
 		}
 	case "tool_call":
 		// goose's first tool_call omits status (pending) and kind (§2.6);
 		// the tool's real name is in _meta.goose.toolCall.toolName.
-		name := gm.ToolCall.V.ToolName.V
+		name := gm.ToolCall.ToolName
 		if name == "" {
 			name = u.Title
 		}
@@ -191,24 +227,30 @@ func decodeSessionUpdate(params []byte) (decoded, error) {
 	case "tool_call_update":
 		// Only completed/failed carry the result (§2.6); title-only updates
 		// (the async LLM title) and in_progress report nothing.
-		if u.Status != acpsdk.ToolCallStatusCompleted && u.Status != acpsdk.ToolCallStatusFailed {
+		status, _ := u.Status.(string)
+		if status != string(acpsdk.ToolCallStatusCompleted) && status != string(acpsdk.ToolCallStatusFailed) {
 			return d, nil
 		}
-		text, err := toolText(u.Content.Items)
+		text, err := toolText(u.Content)
 		if err != nil {
 			return decoded{}, err
 		}
 		d.Event = &goose.ToolResponse{
 			ID:         u.ToolCallID,
-			Name:       gm.ToolCall.V.ToolName.V,
+			Name:       gm.ToolCall.ToolName,
 			Text:       text,
-			IsError:    u.Status == acpsdk.ToolCallStatusFailed,
+			IsError:    status == string(acpsdk.ToolCallStatusFailed),
 			Structured: jsonValue(u.RawOutput),
 		}
 	case "session_info_update":
-		if gm.ActiveRunID.Set {
-			id := gm.ActiveRunID.V // "" when null: the run ended
-			d.ActiveRun = &id
+		switch id := gm.ActiveRunID; {
+		case string(id) == "null": // the run ended
+			d.ActiveRun = new(string)
+		case len(id) > 0 && id[0] == '"':
+			var run string
+			if json.Unmarshal(id, &run) == nil {
+				d.ActiveRun = &run
+			}
 		}
 	case "usage_update":
 		var cost *float64
@@ -220,44 +262,14 @@ func decodeSessionUpdate(params []byte) (decoded, error) {
 	return d, nil
 }
 
-// gooseUpdate is goose's custom notification (§3, §3.1). The acp-go-sdk has
-// no type for it.
-type gooseUpdate struct {
-	SessionID string `json:"sessionId"`
-	Update    struct {
-		SessionUpdate string `json:"sessionUpdate"`
-		// usage_update
-		Used                    int64    `json:"used"`
-		ContextLimit            int64    `json:"contextLimit"`
-		AccumulatedInputTokens  int64    `json:"accumulatedInputTokens"`
-		AccumulatedOutputTokens int64    `json:"accumulatedOutputTokens"`
-		AccumulatedCost         *float64 `json:"accumulatedCost"`
-		// message_usage
-		MessageID string `json:"messageId"`
-		Usage     *struct {
-			InputTokens  int64    `json:"inputTokens"`
-			OutputTokens int64    `json:"outputTokens"`
-			TotalTokens  int64    `json:"totalTokens"`
-			Cost         *float64 `json:"cost"`
-		} `json:"usage"`
-		// status_message
-		Status *struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"status"`
-	} `json:"update"`
-}
-
-func decodeGooseUpdate(params []byte) (decoded, error) {
-	var g gooseUpdate
-	if err := json.Unmarshal(params, &g); err != nil {
-		return decoded{}, err
-	}
-	d := decoded{SessionID: g.SessionID, Custom: true}
+// gooseUpdate reads goose's custom notification (§3, §3.1), for which the
+// acp-go-sdk has no type.
+func gooseUpdate(p *params) (decoded, error) {
+	d := decoded{SessionID: p.SessionID, Custom: true}
 	if d.SessionID == "" {
 		return d, errNoSession
 	}
-	u := &g.Update
+	u := &p.Update
 	switch u.SessionUpdate {
 	case "usage_update":
 		d.gooseUsage(u.Used, u.ContextLimit, goose.Usage{
@@ -276,14 +288,16 @@ func decodeGooseUpdate(params []byte) (decoded, error) {
 			Cost:         u.Usage.Cost,
 		})
 	case "status_message":
-		if u.Status == nil {
+		status, ok := u.Status.(map[string]any)
+		if !ok {
 			return d, nil
 		}
-		kind := u.Status.Type
+		kind, _ := status["type"].(string)
 		if kind == "" {
 			kind = "notice"
 		}
-		d.Event = &goose.Notification{Kind: kind, Message: u.Status.Message}
+		msg, _ := status["message"].(string)
+		d.Event = &goose.Notification{Kind: kind, Message: msg}
 	}
 	return d, nil
 }
@@ -319,31 +333,36 @@ func jsonValue(m json.RawMessage) json.RawMessage {
 	return m
 }
 
-// rawJSON encodes a value decoded into any, nil for nil.
-func rawJSON(v any) json.RawMessage {
-	if v == nil {
-		return nil
+// chunkText is the text of a chunk's content block; ok is false for a
+// block that is no text (an image, a resource).
+func chunkText(content any) (text string, ok bool, err error) {
+	block, _ := content.(map[string]any)
+	if block["type"] != "text" {
+		return "", false, nil
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
+	text, ok = block["text"].(string)
+	if !ok {
+		return "", false, errors.New("a text block without text")
 	}
-	return b
+	return text, true, nil
 }
 
-// toolText joins the text blocks of a tool call's content.
-func toolText(items json.RawMessage) (string, error) {
-	if items == nil {
-		return "", nil
-	}
-	var content []acpsdk.ToolCallContent
-	if err := json.Unmarshal(items, &content); err != nil {
-		return "", err
-	}
+// toolText joins the text blocks of a tool call's content array; other
+// kinds of content (a diff, a terminal) are skipped.
+func toolText(content any) (string, error) {
+	items, _ := content.([]any)
 	var parts []string
-	for _, c := range content {
-		if c.Content != nil && c.Content.Content.Text != nil {
-			parts = append(parts, c.Content.Content.Text.Text)
+	for _, it := range items {
+		item, _ := it.(map[string]any)
+		if item["type"] != "content" {
+			continue
+		}
+		text, ok, err := chunkText(item["content"])
+		if err != nil {
+			return "", fmt.Errorf("failed to read a tool result: %w", err)
+		}
+		if ok {
+			parts = append(parts, text)
 		}
 	}
 	return strings.Join(parts, "\n"), nil

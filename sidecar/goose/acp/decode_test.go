@@ -25,6 +25,20 @@ var decodeSeeds = []struct{ method, params string }{
 	{methodGooseUpdate, `{"sessionId":"20260720_1","update":{"sessionUpdate":"status_message","status":{"type":"notice","message":"compacting"}}}`},
 }
 
+// frameOf is a notification frame as goose sends it.
+func frameOf(method string, params []byte) []byte {
+	return []byte(`{"jsonrpc":"2.0","method":"` + method + `","params":` + string(params) + `}`)
+}
+
+// notificationOf decodes a notification frame with these params.
+func notificationOf(method string, params []byte) (decoded, error) {
+	f, err := decodeFrame(frameOf(method, params))
+	if err != nil {
+		return decoded{}, err
+	}
+	return f.notification()
+}
+
 func TestDecodeNotificationGooseFrames(t *testing.T) {
 	want := []func(d decoded) bool{
 		func(d decoded) bool {
@@ -62,7 +76,7 @@ func TestDecodeNotificationGooseFrames(t *testing.T) {
 		},
 	}
 	for i, s := range decodeSeeds {
-		d, err := decodeNotification(s.method, []byte(s.params))
+		d, err := notificationOf(s.method, []byte(s.params))
 		if err != nil {
 			t.Fatalf("seed %d: %v", i, err)
 		}
@@ -70,7 +84,7 @@ func TestDecodeNotificationGooseFrames(t *testing.T) {
 			t.Errorf("seed %d decoded to %+v (event %#v)", i, d, d.Event)
 		}
 	}
-	if _, err := decodeNotification(methodSessionUpdate, []byte(`{"update":{"sessionUpdate":"plan","entries":[]}}`)); !errors.Is(err, errNoSession) {
+	if _, err := notificationOf(methodSessionUpdate, []byte(`{"update":{"sessionUpdate":"plan","entries":[]}}`)); !errors.Is(err, errNoSession) {
 		t.Errorf("a notification without sessionId: %v", err)
 	}
 }
@@ -97,19 +111,23 @@ func TestDecodeNotificationTextChunks(t *testing.T) {
 		{"escapes and raw UTF-8", chunk(`"content":{"type":"text","text":"a \"b\"\\\n\tc\u0001\/\u00e9 日本 😀"}`),
 			&goose.TextDelta{Text: "a \"b\"\\\n\tc\x01/é 日本 😀"}},
 		{"an image says nothing", chunk(`"content":{"type":"image","data":"AA==","mimeType":"image/png"}`), nil},
+		{"ACP's _meta of another type is ignored", []byte(`{"_meta":5,"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"},"_meta":{"goose":{"messageId":["m"]}}}}`),
+			&goose.TextDelta{Text: "hi"}},
 		{"the user's own chunk says nothing", []byte(`{"sessionId":"s","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}}`), nil},
 	} {
-		d, err := decodeNotification(methodSessionUpdate, c.params)
+		d, err := notificationOf(methodSessionUpdate, c.params)
 		if err != nil || d.SessionID != "s" || !reflect.DeepEqual(d.Event, c.want) {
 			t.Errorf("%s: decoded %+v (%#v), %v; want %#v", c.name, d, d.Event, err, c.want)
 		}
 	}
 	for _, params := range []string{
 		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":7}}}`,
-		`{"_meta":5,"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`,
+		`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text"}}}`,
+		`{"sessionId":5,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`,
+		`"params"`,
 		`not json`,
 	} {
-		if d, err := decodeNotification(methodSessionUpdate, []byte(params)); err == nil {
+		if d, err := notificationOf(methodSessionUpdate, []byte(params)); err == nil {
 			t.Errorf("%s: decoded %+v, want an error", params, d)
 		}
 	}
@@ -132,7 +150,7 @@ func TestDecodeNotificationActiveRun(t *testing.T) {
 		{`{"goose":"r"}`, nil},
 		{`null`, nil},
 	} {
-		d, err := decodeNotification(methodSessionUpdate, info(c.meta))
+		d, err := notificationOf(methodSessionUpdate, info(c.meta))
 		if err != nil || d.Event != nil || !reflect.DeepEqual(d.ActiveRun, c.want) {
 			t.Errorf("_meta %s: decoded %+v, %v; want active run %v", c.meta, d, err, c.want)
 		}
@@ -158,31 +176,60 @@ func TestDecodeNotificationToolCalls(t *testing.T) {
 			&goose.ToolResponse{ID: "t", Name: "shell", Text: "a\nc", IsError: true}},
 		{"in_progress says nothing", update(`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"in_progress","content":[{"type":"content","content":{"type":"text","text":"a"}}]}`), nil},
 	} {
-		d, err := decodeNotification(methodSessionUpdate, c.params)
+		d, err := notificationOf(methodSessionUpdate, c.params)
 		if err != nil || !reflect.DeepEqual(d.Event, c.want) {
 			t.Errorf("%s: decoded %#v, %v; want %#v", c.name, d.Event, err, c.want)
 		}
 	}
-	if d, err := decodeNotification(methodSessionUpdate, update(`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"completed","content":[{"type":"content","content":{"type":"text","text":5}}]}`)); err == nil {
+	if d, err := notificationOf(methodSessionUpdate, update(`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"completed","content":[{"type":"content","content":{"type":"text","text":5}}]}`)); err == nil {
 		t.Errorf("a result with unreadable content decoded to %#v", d.Event)
 	}
 }
 
-func FuzzDecodeNotification(f *testing.F) {
+// FuzzDecodeFrame: any frame from goose decodes without a panic; only a
+// frame that is no JSON-RPC object is refused; what a notification means
+// keeps its invariants, and an error says what failed.
+func FuzzDecodeFrame(f *testing.F) {
 	for _, s := range decodeSeeds {
-		f.Add(s.method, []byte(s.params))
+		f.Add(frameOf(s.method, []byte(s.params)))
 	}
-	f.Add(methodSessionUpdate, []byte(`{"sessionId":"x","update":{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"failed","content":[{"type":"diff","path":"/a","newText":"b"}]}}`))
-	f.Add(methodGooseUpdate, []byte(`{"sessionId":"x","update":{"sessionUpdate":"message_usage"}}`))
-	f.Add(methodGooseUpdate, []byte(`{"sessionId":"x","update":{"sessionUpdate":"message_usage","usage":{"inputTokens":3,"outputTokens":2}}}`))
-	f.Add("other", []byte(`null`))
-	f.Fuzz(func(t *testing.T, method string, params []byte) {
-		d, err := decodeNotification(method, params)
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"x","update":{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"failed","content":[{"type":"diff","path":"/a","newText":"b"}]}}}`,
+		`{"jsonrpc":"2.0","method":"_goose/unstable/session/update","params":{"sessionId":"x","update":{"sessionUpdate":"message_usage"}}}`,
+		`{"jsonrpc":"2.0","method":"_goose/unstable/session/update","params":{"sessionId":"x","update":{"sessionUpdate":"message_usage","usage":{"inputTokens":3,"outputTokens":2}}}}`,
+		`{"jsonrpc":"2.0","method":"other","params":null}`,
+		`{"jsonrpc":"2.0","id":"r1","method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t","title":"shell","rawInput":{"command":"ls"}},"options":[{"optionId":"o","name":"Allow","kind":"allow_once"}]}}`,
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"r1"}}`,
+		`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}`,
+		`{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"m","data":{"x":1}}}`,
+		`{"jsonrpc":"2.0","id":3,"error":{"code":"x"}}`,
+		`{"method":5}`, `[1]`, `not json`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fr, err := decodeFrame(data)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "failed to decode "+method+": ") || errors.Unwrap(err) == nil {
+			var envelope struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(data, &envelope) == nil {
+				t.Fatalf("refused a JSON-RPC object whose method reads: %v", err)
+			}
+			return
+		}
+		if fr.Invalid != nil && json.Unmarshal(data, new(map[string]any)) != nil {
+			t.Fatalf("frame that is not a JSON object decoded with only its params invalid: %v", fr.Invalid)
+		}
+		d, err := fr.notification()
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "failed to decode "+fr.Method+": ") || errors.Unwrap(err) == nil {
 				t.Fatalf("error not wrapped with its context: %v", err)
 			}
 			return
+		}
+		if fr.Invalid != nil {
+			t.Fatalf("notification read from params that were invalid: %v", fr.Invalid)
 		}
 		if d.Accumulated != nil && !d.Custom {
 			t.Fatalf("accumulated usage from a stable notification: %+v", d)
@@ -229,12 +276,17 @@ func TestParseExportUsage(t *testing.T) {
 	}
 }
 
-// BenchmarkDecodeNotificationTextChunk: the frame a reply is mostly made of.
-func BenchmarkDecodeNotificationTextChunk(b *testing.B) {
-	params := []byte(decodeSeeds[0].params)
+// BenchmarkDecodeFrameTextChunk: the frame a reply is mostly made of, from
+// its bytes to its event.
+func BenchmarkDecodeFrameTextChunk(b *testing.B) {
+	data := frameOf(methodSessionUpdate, []byte(decodeSeeds[0].params))
 	b.ReportAllocs()
 	for b.Loop() {
-		d, err := decodeNotification(methodSessionUpdate, params)
+		f, err := decodeFrame(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d, err := f.notification()
 		if err != nil || d.Event == nil {
 			b.Fatalf("decoded %+v, %v", d, err)
 		}

@@ -71,6 +71,43 @@ func TestUndecodableFrameEndsOnlyItsSession(t *testing.T) {
 	})
 }
 
+// A frame with a field of the wrong type is skipped (it is logged): the
+// reply it came in goes on, on the same connection.
+func TestWrongTypedFrameFailsOnlyItself(t *testing.T) {
+	script := goosetest.WithBystanders(func(string) goosetest.Reply {
+		return goosetest.Reply{Steps: []goosetest.Step{{Text: "ok"}, {Delay: time.Hour, Text: "late"}}}
+	})
+	srv, c := newIsolationPair(t, Config{}, goosetest.WithServeScript(script))
+	victim := startSession(t, c)
+	chunk := func(text string) []byte {
+		return []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + victim +
+			`","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":` + text + `}}}}`)
+	}
+	goosetest.RunBystanders(t, c, func() {
+		var texts []string
+		for ev, err := range c.Reply(context.Background(), victim, goose.UserMessage{Text: "go"}) {
+			if err != nil {
+				t.Errorf("reply failed after a wrong-typed frame: %v", err)
+				break
+			}
+			d, ok := ev.(*goose.TextDelta)
+			if !ok {
+				continue
+			}
+			texts = append(texts, d.Text)
+			if d.Text == "ok" && (!srv.SendRaw(victim, chunk(`7`)) || !srv.SendRaw(victim, chunk(`"after"`))) {
+				t.Error("no run to send the frames to")
+			}
+			if d.Text == "after" {
+				break
+			}
+		}
+		if strings.Join(texts, ",") != "ok,after" {
+			t.Errorf("texts %q, want ok then after", texts)
+		}
+	})
+}
+
 // A notification flood from a goose with its 1024-frame outbound queue: whatever
 // happens to the flooded session (all events, or goose dropping its
 // connection when the queue fills), it is reported, and the others stream.

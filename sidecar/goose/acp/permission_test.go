@@ -1,7 +1,6 @@
 package acp
 
 import (
-	"encoding/json"
 	"testing"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -15,14 +14,14 @@ import (
 // request's answer is scheduled. Both are ready when it runs, and select
 // alone picks at random: 200 rounds make a lucky pass out of the question.
 func TestDecisionBeforeTheReplyEndsWins(t *testing.T) {
-	params := json.RawMessage(`{"sessionId":"s1","toolCall":{"toolCallId":"call-1","title":"rm -rf x"},` +
+	req := permissionRequest(t, `{"sessionId":"s1","toolCall":{"toolCallId":"call-1","title":"rm -rf x"},`+
 		`"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"},{"optionId":"reject","name":"Reject","kind":"reject_once"}]}`)
 	cn := &conn{}
 	c := &Client{replies: map[string]*reply{}}
 	for i := range 200 {
 		r := newReply("s1", cn)
 		c.replies["s1"] = r
-		answer := c.acceptPermission(cn, params)
+		answer := c.acceptPermission(cn, req)
 		if err := c.Approve(t.Context(), "s1", "call-1", goose.DenyOnce); err != nil {
 			t.Fatal(err)
 		}
@@ -38,14 +37,24 @@ func TestDecisionBeforeTheReplyEndsWins(t *testing.T) {
 // TestEndedReplyWithoutDecisionIsCancelled: with no decision, an ended
 // reply answers "cancelled" (goose waits forever on an unanswered request).
 func TestEndedReplyWithoutDecisionIsCancelled(t *testing.T) {
-	params := json.RawMessage(`{"sessionId":"s1","toolCall":{"toolCallId":"call-1"},"options":[{"optionId":"reject","name":"Reject","kind":"reject_once"}]}`)
+	req := permissionRequest(t, `{"sessionId":"s1","toolCall":{"toolCallId":"call-1"},"options":[{"optionId":"reject","name":"Reject","kind":"reject_once"}]}`)
 	cn := &conn{}
 	r := newReply("s1", cn)
 	c := &Client{replies: map[string]*reply{"s1": r}}
-	answer := c.acceptPermission(cn, params)
+	answer := c.acceptPermission(cn, req)
 	r.end()
 	got, rerr := answer(t.Context())
 	if resp, ok := got.(acpsdk.RequestPermissionResponse); rerr != nil || !ok || resp.Outcome.Cancelled == nil {
 		t.Fatalf("goose was answered %+v (%v), want cancelled", got, rerr)
 	}
+}
+
+// permissionRequest decodes goose's session/request_permission with these params.
+func permissionRequest(t *testing.T, params string) *params {
+	t.Helper()
+	f, err := decodeFrame([]byte(`{"jsonrpc":"2.0","id":"r1","method":"session/request_permission","params":` + params + `}`))
+	if err != nil || f.Invalid != nil {
+		t.Fatalf("decoding the request: %v, %v", err, f.Invalid)
+	}
+	return &f.Params
 }

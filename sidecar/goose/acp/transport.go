@@ -57,7 +57,7 @@ type wsConn struct {
 	ws       *websocket.Conn
 	maxFrame int
 	log      *slog.Logger
-	notify   func(method string, params json.RawMessage)
+	notify   func(f *frame)
 	handle   requestHandler
 	// ended, when set, runs on the reader once the connection has ended.
 	ended func()
@@ -82,23 +82,13 @@ type wsConn struct {
 // responder takes the response to one of our requests, on the reader: the
 // response, or (err set) the end of the connection before it came. It
 // must not block the reader.
-type responder func(m rpcMessage, err error)
+type responder func(f *frame, err error)
 
 // requestHandler accepts one request from goose on the reader goroutine, so
 // it sees the connection as of that frame (a session/load not yet answered,
 // every notification before it routed), and returns the work that answers
 // it, which runs on its own goroutine.
-type requestHandler func(method string, params json.RawMessage) func(ctx context.Context) (any, *acpsdk.RequestError)
-
-// rpcMessage is any JSON-RPC message, as read.
-type rpcMessage struct {
-	JSONRPC string               `json:"jsonrpc"`
-	ID      json.RawMessage      `json:"id,omitempty"`
-	Method  string               `json:"method,omitempty"`
-	Params  json.RawMessage      `json:"params,omitempty"`
-	Result  json.RawMessage      `json:"result,omitempty"`
-	Error   *acpsdk.RequestError `json:"error,omitempty"`
-}
+type requestHandler func(f *frame) func(ctx context.Context) (any, *acpsdk.RequestError)
 
 // outMessage is a JSON-RPC message to send.
 type outMessage struct {
@@ -111,7 +101,7 @@ type outMessage struct {
 }
 
 func newWSConn(ws *websocket.Conn, maxFrame int, log *slog.Logger,
-	notify func(string, json.RawMessage),
+	notify func(*frame),
 	handle requestHandler,
 ) *wsConn {
 	if maxFrame <= 0 {
@@ -164,7 +154,7 @@ func (w *wsConn) read() {
 		w.mu.Unlock()
 		close(w.done)
 		for _, respond := range unanswered {
-			respond(rpcMessage{}, errConnClosed)
+			respond(nil, errConnClosed)
 		}
 		if w.ended != nil {
 			w.ended()
@@ -194,24 +184,24 @@ func (w *wsConn) dispatch(data []byte) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
-	var m rpcMessage
-	if err := json.Unmarshal(data, &m); err != nil {
+	f, err := decodeFrame(data)
+	if err != nil {
 		// Nothing in it can be answered or routed, and a peer that sends it
 		// may have lost a frame we wait for: end the connection (the
 		// session's own, or the control one) with the reason.
 		return fmt.Errorf("failed to decode a frame from goose: %w", err)
 	}
 	switch {
-	case m.Method != "" && m.ID == nil:
-		if m.Method == methodCancelRequest {
-			w.cancelInbound(m.Params)
+	case f.Method != "" && f.ID == nil:
+		if f.Method == methodCancelRequest {
+			w.cancelInbound(&f)
 			return nil
 		}
-		w.notify(m.Method, m.Params)
-	case m.Method != "":
-		w.serve(m)
-	case m.ID != nil:
-		w.deliver(m)
+		w.notify(&f)
+	case f.Method != "":
+		w.serve(&f)
+	case f.ID != nil:
+		w.deliver(&f)
 	default:
 		w.log.Warn("skipped a goose frame with neither method nor id", "bytes", len(data))
 	}
@@ -219,10 +209,10 @@ func (w *wsConn) dispatch(data []byte) error {
 }
 
 // deliver hands a response to the request it answers.
-func (w *wsConn) deliver(m rpcMessage) {
-	id, err := strconv.ParseUint(string(bytes.TrimSpace(m.ID)), 10, 64)
+func (w *wsConn) deliver(f *frame) {
+	id, err := strconv.ParseUint(string(bytes.TrimSpace(f.ID)), 10, 64)
 	if err != nil {
-		w.log.Warn("skipped a goose response to no request of ours", "id", string(m.ID))
+		w.log.Warn("skipped a goose response to no request of ours", "id", string(f.ID))
 		return
 	}
 	w.mu.Lock()
@@ -230,16 +220,23 @@ func (w *wsConn) deliver(m rpcMessage) {
 	delete(w.pending, id)
 	w.mu.Unlock()
 	if respond != nil {
-		respond(m, nil)
+		respond(f, nil)
 	}
 }
 
 // serve accepts one request from goose here, on the reader, then answers it
-// on its own goroutine.
-func (w *wsConn) serve(m rpcMessage) {
-	answer := w.handle(m.Method, m.Params)
+// on its own goroutine. One whose params cannot be read is refused.
+func (w *wsConn) serve(f *frame) {
+	var answer func(context.Context) (any, *acpsdk.RequestError)
+	if f.Invalid != nil {
+		rerr := acpsdk.NewInvalidParams(map[string]any{"error": f.Invalid.Error()})
+		answer = func(context.Context) (any, *acpsdk.RequestError) { return nil, rerr }
+	} else {
+		answer = w.handle(f)
+	}
+	id, method := f.ID, f.Method
 	ctx, cancel := context.WithCancel(w.ctx)
-	key := string(m.ID)
+	key := string(id)
 	w.mu.Lock()
 	w.inflight[key] = cancel
 	w.mu.Unlock()
@@ -251,7 +248,7 @@ func (w *wsConn) serve(m rpcMessage) {
 			cancel()
 		}()
 		res, rerr := answer(ctx)
-		out := outMessage{JSONRPC: "2.0", ID: m.ID, Error: rerr}
+		out := outMessage{JSONRPC: "2.0", ID: id, Error: rerr}
 		if rerr == nil {
 			if res == nil {
 				res = struct{}{}
@@ -259,21 +256,18 @@ func (w *wsConn) serve(m rpcMessage) {
 			out.Result = res
 		}
 		if err := w.write(out); err != nil {
-			w.log.Debug("failed to answer a goose request", "method", m.Method, "err", err)
+			w.log.Debug("failed to answer a goose request", "method", method, "err", err)
 		}
 	})
 }
 
 // cancelInbound stops the handler of a request goose cancelled.
-func (w *wsConn) cancelInbound(params json.RawMessage) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(params, &p) != nil {
+func (w *wsConn) cancelInbound(f *frame) {
+	if f.Invalid != nil {
 		return
 	}
 	w.mu.Lock()
-	cancel := w.inflight[string(bytes.TrimSpace(p.RequestID))]
+	cancel := w.inflight[string(bytes.TrimSpace(f.Params.RequestID))]
 	w.mu.Unlock()
 	if cancel != nil {
 		cancel()
@@ -284,18 +278,18 @@ func (w *wsConn) cancelInbound(params json.RawMessage) {
 // goose $/cancel_request for it (goose supports it, §3).
 func request[T any](ctx context.Context, w *wsConn, method string, params any) (T, error) {
 	var zero T
-	answers := make(chan rpcMessage, 1) // the reader never waits on us
-	sent, err := w.send(method, params, func(m rpcMessage, err error) {
+	answers := make(chan *frame, 1) // the reader never waits on us
+	sent, err := w.send(method, params, func(f *frame, err error) {
 		if err == nil {
-			answers <- m
+			answers <- f
 		}
 	})
 	if err != nil {
 		return zero, err
 	}
 	select {
-	case m := <-answers:
-		return decodeResult[T](method, m)
+	case f := <-answers:
+		return decodeResult[T](method, f)
 	case <-ctx.Done():
 		sent.cancel()
 		return zero, ctx.Err()
@@ -305,13 +299,16 @@ func request[T any](ctx context.Context, w *wsConn, method string, params any) (
 }
 
 // decodeResult is a response's result, or its error.
-func decodeResult[T any](method string, m rpcMessage) (T, error) {
+func decodeResult[T any](method string, f *frame) (T, error) {
 	var res T
-	if m.Error != nil {
-		return res, m.Error
+	if f.Invalid != nil {
+		return res, fmt.Errorf("failed to decode the %s response: %w", method, f.Invalid)
 	}
-	if len(m.Result) > 0 {
-		if err := json.Unmarshal(m.Result, &res); err != nil {
+	if f.Error != nil {
+		return res, f.Error
+	}
+	if len(f.Result) > 0 {
+		if err := json.Unmarshal(f.Result, &res); err != nil {
 			return res, fmt.Errorf("failed to decode the %s result: %w", method, err)
 		}
 	}

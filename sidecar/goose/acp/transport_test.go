@@ -72,8 +72,9 @@ func TestWSConnFrames(t *testing.T) {
 	notes := make(chan string, 10)
 	handled := make(chan context.Context, 1)
 	w := newWSConn(ws, 1<<10, slog.New(slog.DiscardHandler),
-		func(method string, params json.RawMessage) { notes <- method + " " + string(params) },
-		func(method string, _ json.RawMessage) func(context.Context) (any, *acpsdk.RequestError) {
+		func(f *frame) { notes <- f.Method + " " + f.Params.SessionID },
+		func(f *frame) func(context.Context) (any, *acpsdk.RequestError) {
+			method := f.Method
 			return func(ctx context.Context) (any, *acpsdk.RequestError) {
 				if method == "slow" {
 					handled <- ctx
@@ -95,8 +96,8 @@ func TestWSConnFrames(t *testing.T) {
 	send("  \n")
 	send(`{"jsonrpc":"2.0"}`)
 	send(`{"jsonrpc":"2.0","id":999,"result":{}}`)
-	send("{\n  \"jsonrpc\": \"2.0\",\n  \"method\": \"session/update\",\n  \"params\": {\"a\": 1}\n}")
-	if got := <-notes; got != `session/update {"a": 1}` {
+	send("{\n  \"jsonrpc\": \"2.0\",\n  \"method\": \"session/update\",\n  \"params\": {\"sessionId\": \"s1\"}\n}")
+	if got := <-notes; got != `session/update s1` {
 		t.Errorf("notification = %q", got)
 	}
 
@@ -173,7 +174,7 @@ func TestWSConnFrames(t *testing.T) {
 
 func TestWSConnRefusesAFrameGooseCannotRead(t *testing.T) {
 	ws, peers := rawPeer(t)
-	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler), func(string, json.RawMessage) {}, nil)
+	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler), func(*frame) {}, nil)
 	w.start(nil)
 	t.Cleanup(func() { _ = w.Close() })
 	peer := <-peers
@@ -191,32 +192,37 @@ func TestWSConnRefusesAFrameGooseCannotRead(t *testing.T) {
 }
 
 // TestWSConnFramesReachTheirHandlersIntact: what notify, goose's requests
-// and our own call's response were given stays as goose sent it, however
-// many frames follow.
+// and our own call's response were given stays as goose sent it, in wire
+// order, however many frames follow.
 func TestWSConnFramesReachTheirHandlersIntact(t *testing.T) {
 	ws, peers := rawPeer(t)
 	var (
 		mu   sync.Mutex
-		kept []json.RawMessage
+		kept []string
 	)
-	keep := func(params json.RawMessage) {
+	keep := func(s string) {
 		mu.Lock()
 		defer mu.Unlock()
-		kept = append(kept, params)
+		kept = append(kept, s)
 	}
 	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler),
-		func(_ string, params json.RawMessage) { keep(params) },
-		func(_ string, params json.RawMessage) func(context.Context) (any, *acpsdk.RequestError) {
-			keep(params)
+		func(f *frame) {
+			d, err := f.notification()
+			if err != nil {
+				t.Errorf("notification: %v", err)
+				return
+			}
+			keep(d.SessionID + " " + d.Event.(*goose.TextDelta).Text)
+		},
+		func(f *frame) func(context.Context) (any, *acpsdk.RequestError) {
+			keep(f.Params.SessionID + " " + f.Params.ToolCall.Title)
 			return func(context.Context) (any, *acpsdk.RequestError) { return nil, nil }
 		})
 	w.start(nil)
 	peer := <-peers
 	t.Cleanup(func() { _ = peer.Close(); _ = w.Close() })
 
-	params := func(i int) string {
-		return fmt.Sprintf(`{"n":%d,"text":%q}`, i, strings.Repeat(string(rune('a'+i%26)), 1+i*37%900))
-	}
+	text := func(i int) string { return strings.Repeat(string(rune('a'+i%26)), 1+i*37%900) }
 	type answer struct {
 		result json.RawMessage
 		err    error
@@ -231,20 +237,21 @@ func TestWSConnFramesReachTheirHandlersIntact(t *testing.T) {
 	}
 	var want []string
 	send, _ := playPeer(t, peer)
-	send(`{"jsonrpc":"2.0","id":1,"result":` + params(0) + `}`)
+	result := fmt.Sprintf(`{"text":%q}`, text(0))
+	send(`{"jsonrpc":"2.0","id":1,"result":` + result + `}`)
 	got := <-called
 	for i := 1; i <= 200; i++ {
-		p := params(i)
-		want = append(want, p)
+		session := fmt.Sprintf("s%d", i)
+		want = append(want, session+" "+text(i))
 		if i%3 == 0 {
-			send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"ask","params":%s}`, i, p))
+			send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"session/request_permission","params":{"sessionId":%q,"toolCall":{"toolCallId":"t","title":%q},"options":[]}}`, i, session, text(i)))
 		} else {
-			send(`{"jsonrpc":"2.0","method":"note","params":` + p + `}`)
+			send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}}`, session, text(i)))
 		}
 	}
 	// goose's side reads our answers; the answer to a last request says
 	// every frame before it was read.
-	send(`{"jsonrpc":"2.0","id":"end","method":"end","params":{}}`)
+	send(`{"jsonrpc":"2.0","id":"end","method":"end","params":{"sessionId":"end"}}`)
 	for {
 		_, b, err := peer.ReadMessage()
 		if err != nil {
@@ -254,9 +261,9 @@ func TestWSConnFramesReachTheirHandlersIntact(t *testing.T) {
 			break
 		}
 	}
-	want = append(want, `{}`)
-	if got.err != nil || string(got.result) != params(0) {
-		t.Errorf("our call's result %s, %v; want %s", got.result, got.err, params(0))
+	want = append(want, "end ")
+	if got.err != nil || string(got.result) != result {
+		t.Errorf("our call's result %s, %v; want %s", got.result, got.err, result)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -264,21 +271,97 @@ func TestWSConnFramesReachTheirHandlersIntact(t *testing.T) {
 		t.Fatalf("%d frames reached notify and the request handler, want %d", len(kept), len(want))
 	}
 	for i, p := range kept {
-		if string(p) != want[i] {
+		if p != want[i] {
 			t.Fatalf("frame %d now reads %.60s..., was sent as %.60s...", i+1, p, want[i])
 		}
 	}
 }
 
+// TestWSConnWrongTypeFailsOnlyItsCall: a frame with a field of the wrong
+// type fails its own message (a notification is skipped, goose's request is
+// refused, our call gets the error) and the connection goes on.
+func TestWSConnWrongTypeFailsOnlyItsCall(t *testing.T) {
+	ws, peers := rawPeer(t)
+	notes := make(chan *frame, 10)
+	handled := make(chan string, 10)
+	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler),
+		func(f *frame) { notes <- f },
+		func(f *frame) func(context.Context) (any, *acpsdk.RequestError) {
+			handled <- f.Method
+			return func(context.Context) (any, *acpsdk.RequestError) { return map[string]string{"ok": f.Method}, nil }
+		})
+	w.start(nil)
+	t.Cleanup(func() { _ = w.Close() })
+	peer := <-peers
+	t.Cleanup(func() { _ = peer.Close() })
+	send, readPeer := playPeer(t, peer)
+
+	// A notification: routed with the reason, and the next one is read.
+	send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a"},"used":"many"}}}`)
+	send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"b"}}}}`)
+	if f := <-notes; f.Invalid == nil {
+		t.Errorf("a notification with a number that is a string: no error")
+	} else if _, err := f.notification(); err == nil || !strings.Contains(err.Error(), "params.update.used") {
+		t.Errorf("its notification: %v, want the field named", err)
+	}
+	if f := <-notes; f.Invalid != nil {
+		t.Errorf("the next notification: %v", f.Invalid)
+	} else if d, err := f.notification(); err != nil || d.Event.(*goose.TextDelta).Text != "b" {
+		t.Errorf("the next notification decoded to %+v, %v", d, err)
+	}
+
+	// goose's request: refused with invalid params, without reaching its handler.
+	send(`{"jsonrpc":"2.0","id":"g1","method":"session/request_permission","params":{"sessionId":"s","options":{"kind":1}}}`)
+	if m := readPeer(); m["id"] != "g1" || m["error"] == nil || m["error"].(map[string]any)["code"] != float64(-32602) {
+		t.Errorf("answer to an invalid request = %v, want -32602", m)
+	}
+	send(`{"jsonrpc":"2.0","id":"g2","method":"next","params":{}}`)
+	if m := readPeer(); m["id"] != "g2" || m["result"] == nil {
+		t.Errorf("answer to the next request = %v", m)
+	}
+	if got := <-handled; got != "next" {
+		t.Errorf("handled %q, want only the valid request", got)
+	}
+
+	// Our call: an error object of the wrong shape fails it; the next call works.
+	res := make(chan error, 1)
+	call := func(name string) map[string]any {
+		go func() {
+			_, err := request[json.RawMessage](context.Background(), w, name, nil)
+			res <- err
+		}()
+		return readPeer()
+	}
+	m := call("first")
+	id, _ := json.Marshal(m["id"])
+	send(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":"bad","message":"m"}}`)
+	if err := <-res; err == nil || !strings.Contains(err.Error(), "failed to decode the first response") {
+		t.Errorf("call answered with a bad error object: %v", err)
+	}
+	m = call("second")
+	id, _ = json.Marshal(m["id"])
+	send(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{}}`)
+	if err := <-res; err != nil {
+		t.Errorf("the next call: %v", err)
+	}
+	select {
+	case <-w.Done():
+		t.Fatalf("the connection ended: %v", w.faultErr())
+	default:
+	}
+}
+
 // FuzzWSConnDispatch feeds arbitrary frames to the frame router: it never
 // panics, and it refuses (ending the connection) exactly the frames that are
-// not a JSON-RPC object.
+// not a JSON-RPC object with a readable method.
 func FuzzWSConnDispatch(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{}}}`,
 		`{"jsonrpc":"2.0","id":1,"result":{}}`, `{"jsonrpc":"2.0","id":"x","error":{"code":-1,"message":"m"}}`,
 		`{"jsonrpc":"2.0","id":"r1","method":"session/request_permission","params":{}}`,
 		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"r1"}}`,
+		`{"jsonrpc":"2.0","id":"r2","method":"session/request_permission","params":{"sessionId":7}}`,
+		`{"jsonrpc":"2.0","id":3,"error":{"code":"x"},"method":5}`,
 		`{}`, ``, `  `, `[1,2]`, `{"id":null}`, `{"method":5}`, `not json`,
 	} {
 		f.Add([]byte(s))
@@ -292,15 +375,17 @@ func FuzzWSConnDispatch(f *testing.F) {
 			}
 		}
 	}()
-	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler), func(string, json.RawMessage) {},
-		func(string, json.RawMessage) func(context.Context) (any, *acpsdk.RequestError) {
+	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler), func(*frame) {},
+		func(*frame) func(context.Context) (any, *acpsdk.RequestError) {
 			return func(context.Context) (any, *acpsdk.RequestError) { return nil, nil }
 		})
 	f.Cleanup(func() { _ = peer.Close(); _ = w.Close() })
 	w.start(nil)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var m rpcMessage
-		refuse := len(strings.TrimSpace(string(data))) > 0 && json.Unmarshal(data, &m) != nil
+		var envelope struct {
+			Method string `json:"method"`
+		}
+		refuse := len(strings.TrimSpace(string(data))) > 0 && json.Unmarshal(data, &envelope) != nil
 		if err := w.dispatch(data); (err != nil) != refuse {
 			t.Fatalf("dispatch(%q) = %v; refuse = %v", data, err, refuse)
 		}
@@ -323,21 +408,21 @@ func TestSentRequestsAreAnsweredOnTheReader(t *testing.T) {
 		log = append(log, s)
 	}
 	w := newWSConn(ws, 0, slog.New(slog.DiscardHandler),
-		func(method string, _ json.RawMessage) { record("notify " + method) }, nil)
+		func(f *frame) { record("notify " + f.Method) }, nil)
 	w.start(nil)
 	t.Cleanup(func() { _ = w.Close() })
 	peer := <-peers
 	t.Cleanup(func() { _ = peer.Close() })
 	send, readPeer := playPeer(t, peer)
 	respond := func(name string) responder {
-		return func(m rpcMessage, err error) {
+		return func(f *frame, err error) {
 			switch {
 			case err != nil:
 				record(name + " error " + err.Error())
-			case m.Error != nil:
-				record(name + " rpc error " + m.Error.Message)
+			case f.Error != nil:
+				record(name + " rpc error " + f.Error.Message)
 			default:
-				record(name + " result " + string(m.Result))
+				record(name + " result " + string(f.Result))
 			}
 		}
 	}
