@@ -178,6 +178,10 @@ func New(cfg Config) (*Client, error) {
 		header:  http.Header{},
 		dialer: &websocket.Dialer{
 			HandshakeTimeout: cfg.DialTimeout,
+			// A connection per session, most of them idle: 1 KiB buffers
+			// instead of gorilla's 4 KiB (binding target: memory per stream).
+			ReadBufferSize:  1 << 10,
+			WriteBufferSize: 1 << 10,
 			// No Origin header is sent, which goose's Origin policy allows (§1).
 		},
 		httpc:     cfg.HTTPClient,
