@@ -123,15 +123,16 @@ e2e: ## Run the e2e suite on a real one-node cluster (kubelet + containerd) it b
 e2e-down: ## Tear down what an interrupted or E2E_KEEP=1 `make e2e` left on this machine.
 	hack/e2e/cluster.sh down
 
+FUZZ_TARGETS ?=
 .PHONY: fuzz
-fuzz: ## Run every fuzz target for FUZZTIME each (default 20000x executions; a duration like 5m works too).
-	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+fuzz: ## Run every fuzz target (or those in FUZZ_TARGETS) for FUZZTIME each (default 20000x executions; a duration like 5m works too); FUZZPARALLEL workers, FUZZCACHEDIR for the found inputs.
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_TARGETS)
 
 FUZZ_LONG_TIME ?= 10000000x
 .PHONY: fuzz-long
-fuzz-long: ## Run every fuzz target for FUZZ_LONG_TIME each (default 10 million executions: hours, not for CI), then keep the inputs that found new coverage in each package's testdata/fuzz.
-	FUZZTIME=$(FUZZ_LONG_TIME) hack/fuzz.sh
-	hack/fuzz-corpus.sh
+fuzz-long: ## Run every fuzz target (or those in FUZZ_TARGETS) for FUZZ_LONG_TIME each (default 10 million executions: hours, not for CI), then keep the inputs that found new coverage in each package's testdata/fuzz.
+	FUZZTIME=$(FUZZ_LONG_TIME) hack/fuzz.sh $(FUZZ_TARGETS)
+	hack/fuzz-corpus.sh $(FUZZ_TARGETS)
 
 ##@ Benchmarks
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Copies the inputs Go's fuzzer kept because they found new coverage (its
-# cache, $GOCACHE/fuzz/<package>/<target>/) into the package's
+# cache, $GOCACHE/fuzz/<package>/<target>/, or FUZZCACHEDIR's as hack/fuzz.sh
+# uses it) into the package's
 # testdata/fuzz/<target>/, where plain `go test` runs them as seeds.
 # Entries already there are left as they are; the names are content hashes.
 # Arguments name the targets to keep (default: every one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cache="$(go env GOCACHE)/fuzz"
+cache="${FUZZCACHEDIR:-$(go env GOCACHE)/fuzz}"
 module=$(go list -m)
 n=0
 while IFS=: read -r file name; do

@@ -31,11 +31,12 @@ func FuzzFetchStats(f *testing.F) {
 	}))
 	defer srv.Close()
 	c := New(Options{Client: srv.Client()})
+	ctx := f.Context()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		path := "/stats/" + strconv.FormatInt(next.Add(1), 10)
 		bodies.Store(path, body)
 		defer bodies.Delete(path)
-		s, err := c.fetch(t.Context(), srv.URL+path, "token")
+		s, err := c.fetch(ctx, srv.URL+path, "token")
 		if err != nil {
 			return
 		}

@@ -276,6 +276,33 @@ func TestParseExportUsage(t *testing.T) {
 	}
 }
 
+// FuzzParseExportUsage: goose's exported session, any bytes of it, reads
+// without a panic as usage with its total, or an error.
+func FuzzParseExportUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"accumulated_usage":{"input_tokens":600,"output_tokens":60,"total_tokens":700},"accumulated_cost":1}`,
+		`{"accumulated_input_tokens":5,"accumulated_output_tokens":1,"accumulated_total_tokens":0}`,
+		`{"accumulated_usage":null}`, `null`, `[]`, `{"accumulated_usage":{"input_tokens":"x"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		u, err := parseExportUsage(data)
+		if err != nil {
+			if u != (goose.Usage{}) {
+				t.Fatalf("usage %+v beside the error %v", u, err)
+			}
+			return
+		}
+		if !json.Valid(data) {
+			t.Fatalf("%q is no JSON, yet read as %+v", data, u)
+		}
+		if u.TotalTokens != u.Total() {
+			t.Fatalf("usage without its total: %+v", u)
+		}
+	})
+}
+
 // BenchmarkDecodeFrameTextChunk: the frame a reply is mostly made of, from
 // its bytes to its event.
 func BenchmarkDecodeFrameTextChunk(b *testing.B) {
