@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 )
@@ -59,12 +60,10 @@ func TestResumedApprovalAfterRestartEndsAndTheNextTurnWorks(t *testing.T) {
 		t.Fatal("goose asked for no approval")
 	}
 	before.Close()
-	for ss, _ := srv.Session(s.ID); !ss.AwaitingApproval; ss, _ = srv.Session(s.ID) {
-		if ctx.Err() != nil {
-			t.Fatal("goose kept no pending approval")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "goose keeping the pending approval", func() bool {
+		ss, _ := srv.Session(s.ID)
+		return ss.AwaitingApproval
+	})
 
 	after, err := New(Config{URL: srv.URL, SecretKey: srv.Secret})
 	if err != nil {
@@ -97,10 +96,11 @@ func TestResumedApprovalAfterRestartEndsAndTheNextTurnWorks(t *testing.T) {
 	}
 	// The refusal is answered on a goroutine of its own, so it may reach
 	// goose after the reply ended.
-	perms := srv.Permissions()
-	for ; len(perms) == 0 && ctx.Err() == nil; perms = srv.Permissions() {
-		time.Sleep(5 * time.Millisecond)
-	}
+	var perms []goosetest.ServePermission
+	poll.Until(t, "goose hearing the refusal", func() bool {
+		perms = srv.Permissions()
+		return len(perms) > 0
+	})
 	if len(perms) != 1 || perms[0].ToolCallID != "toolu_7" || perms[0].Outcome != "cancelled" {
 		t.Errorf("goose heard %+v, want the resent approval refused", perms)
 	}

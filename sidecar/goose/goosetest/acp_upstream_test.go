@@ -7,9 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 )
 
 // Each test here pins one behaviour of upstream goose serve
@@ -186,13 +187,10 @@ func TestUpstreamSessionLoadResumesAPendingApproval(t *testing.T) {
 	for m := c1.recv(); m["method"] != "session/request_permission"; m = c1.recv() {
 	}
 	c1.ws.Close() // the client dies before answering
-	deadline := time.Now().Add(5 * time.Second)
-	for ss, _ := s.Session(sid); !ss.AwaitingApproval; ss, _ = s.Session(sid) {
-		if time.Now().After(deadline) {
-			t.Fatal("the aborted reply left no pending approval")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "the aborted reply's pending approval", func() bool {
+		ss, _ := s.Session(sid)
+		return ss.AwaitingApproval
+	})
 
 	c2 := dialInitialized(t, s)
 	c2.send(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"` + sid + `","cwd":` + jsonString(cwd) + `,"mcpServers":[]}}`)
