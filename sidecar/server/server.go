@@ -410,6 +410,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	h = jsonErrors(h)
 	h = decodeRuns(h)
 	limits := bodyLimits{message: cfg.MaxMessageBytes, other: cfg.MaxOtherBodyBytes, timeout: cfg.BodyReadTimeout}
+	h = noteRPCID(h)
 	h = limits.buffer(h)
 	if cfg.TracerProvider != nil {
 		h = traceTurns(h, cfg.TracerProvider)
