@@ -356,10 +356,13 @@ func (s *soak) a2aStream(ctx context.Context, rec *TurnRecord, sess *sessionStat
 	}
 	for ev, err := range c.SendStreamingMessage(sctx, &a2a.SendMessageRequest{Message: msg}) {
 		if err != nil {
+			var rpcErr *a2a.Error
 			switch {
 			case left:
-			case events == 0 && !errors.Is(err, context.DeadlineExceeded):
-				// A JSON-RPC error or a refused connection before any event.
+			case events == 0 && !errors.Is(err, context.DeadlineExceeded),
+				errors.As(err, &rpcErr):
+				// A JSON-RPC error (the drain's, mid-stream), or a refused
+				// connection before any event.
 				rec.Outcome, rec.Detail = ErrorEvt, err.Error()
 			default:
 				rec.Outcome, rec.Detail = Truncated, fmt.Sprintf("after %d events: %v", events, err)
