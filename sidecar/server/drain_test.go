@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -347,7 +348,8 @@ func TestDrainTimeoutEndsForwardedStreams(t *testing.T) {
 		waiting <- answer{resp.StatusCode, resp.Header.Get("Retry-After"), string(b)}
 	}()
 	poll.Until(t, "the relay to forward the three requests", func() bool {
-		return rs.metric(t, 1, `adk2goose_peer_lookups_total{outcome="forwarded"}`) == "3"
+		n, err := strconv.Atoi(rs.metric(t, 1, `adk2goose_peer_lookups_total{outcome="forwarded"}`))
+		return err == nil && n >= 3
 	})
 
 	relay.stop() // its drain times out on the streams it relays

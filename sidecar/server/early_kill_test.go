@@ -14,6 +14,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/server"
 )
 
 // Environment of the child sidecar that TestRestartDeletesEarlySessionsOfADeadSidecar kills.
@@ -86,6 +87,13 @@ func earlyKillChild(t *testing.T, dir string) {
 	if got := sc.say("u", "used", "hello"); got != "echo: hello" {
 		t.Fatalf("turn: %q", got)
 	}
+	// Killed once the unused one is listed: a sidecar killed between
+	// goose's answer and the listing leaves that session in goose (goose
+	// has no hook for it).
+	poll.Until(t, "the unused session's early start listed", func() bool {
+		ids, err := server.EarlyListed(t.Context(), sc.srv)
+		return err == nil && len(ids) == 1
+	})
 	os.Stdout.WriteString("ready\n")
 	select {} // until killed
 }
