@@ -74,8 +74,9 @@ type History struct {
 	Turns []TurnRecord
 	// Stored are the sessions as stored at the end, by ADK session id.
 	Stored map[string]StoredSession
-	// Permissions counts the approvals goose received, by tool call id.
-	Permissions map[string]int
+	// Permissions are the answers goose received to its permission
+	// requests, by tool call id.
+	Permissions map[string][]PermissionAnswer
 	// AgentTotals are the sums of the replicas' /stats token totals, sampled
 	// during the run, in order; AgentTotal is the last, once it settled.
 	AgentTotals []int64
@@ -86,6 +87,18 @@ type History struct {
 	Injected map[string]int
 	// Integrity is PRAGMA integrity_check's answer by SQLite file copy.
 	Integrity map[string]string
+}
+
+// PermissionAnswer is one answer goose received to a permission request.
+// goose asks again, with a new request id, for a tool call whose run ended
+// waiting for approval when it loads the session (load_session.rs
+// start_resumed_state_machine_turn; the fake does the same), so one tool
+// call may have several requests, each answered once.
+type PermissionAnswer struct {
+	ToolCallID string `json:"toolCallId"`
+	RequestID  string `json:"requestId"`
+	// Allowed says goose ran the tool on it (an allow_* option).
+	Allowed bool `json:"allowed"`
 }
 
 // Violation is one broken invariant.
@@ -164,10 +177,11 @@ func checkAnswersOnce(h History) []Violation {
 	return out
 }
 
-// checkConfirmations: goose got at most one answer per approval, and
-// exactly one when a client's answer was taken (its request ended in
-// goose's answer); the history holds each confirmation and tool response
-// at most once; of two answers at once, at most one was taken.
+// checkConfirmations: goose got at most one answer per permission request
+// and ran the tool at most once, and did run it when a client's answer was
+// taken (its request ended in goose's answer); the history holds each
+// confirmation and tool response at most once; of two answers at once, at
+// most one was taken.
 func checkConfirmations(h History) []Violation {
 	var out []Violation
 	for _, t := range h.Turns {
@@ -175,7 +189,19 @@ func checkConfirmations(h History) []Violation {
 			continue
 		}
 		call := toolCallID(t.Turn.ID)
-		got := h.Permissions[call]
+		perRequest := map[string]int{}
+		runs := 0
+		for _, p := range h.Permissions[call] {
+			perRequest[p.RequestID]++
+			if p.Allowed {
+				runs++
+			}
+		}
+		for _, id := range sortedKeys(perRequest) {
+			if n := perRequest[id]; n > 1 {
+				out = append(out, Violation{"confirmation once", t.Session, fmt.Sprintf("turn %d: goose received %d answers to its permission request %s for %s", t.Turn.ID, n, id, call)})
+			}
+		}
 		taken := 0
 		for _, a := range t.Answers {
 			if a == Answered {
@@ -183,10 +209,10 @@ func checkConfirmations(h History) []Violation {
 			}
 		}
 		switch {
-		case got > 1:
-			out = append(out, Violation{"confirmation once", t.Session, fmt.Sprintf("turn %d: goose received %d answers for %s", t.Turn.ID, got, call)})
-		case taken > 0 && got == 0:
-			out = append(out, Violation{"confirmation once", t.Session, fmt.Sprintf("turn %d: the client's answer was taken but goose never received it", t.Turn.ID)})
+		case runs > 1:
+			out = append(out, Violation{"confirmation once", t.Session, fmt.Sprintf("turn %d: goose ran %s %d times", t.Turn.ID, call, runs)})
+		case taken > 0 && runs == 0:
+			out = append(out, Violation{"confirmation once", t.Session, fmt.Sprintf("turn %d: the client's answer was taken but goose never ran %s", t.Turn.ID, call)})
 		}
 		if taken > 1 {
 			out = append(out, Violation{"confirmation once", t.Session, fmt.Sprintf("turn %d: %d answers to one confirmation were each taken", t.Turn.ID, taken)})

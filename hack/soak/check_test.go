@@ -27,7 +27,7 @@ func cleanHistory() History {
 			}},
 			"b": {Events: []StoredEvent{{Text: prompt(Turn{ID: 1})}}},
 		},
-		Permissions: map[string]int{toolCallID(2): 1},
+		Permissions: map[string][]PermissionAnswer{toolCallID(2): {{ToolCallID: toolCallID(2), RequestID: "r1", Allowed: true}}},
 		AgentTotals: []int64{0, 10, 25},
 		AgentTotal:  25,
 		Resources:   []Resource{{What: "goroutines", Baseline: 16, After: 20, Slack: 10}, {What: "goose connections", After: 0}},
@@ -84,16 +84,37 @@ func TestCheckAnswerTwice(t *testing.T) {
 	wantViolation(t, h, "answer stored once", "2 times")
 }
 
+func TestCheckConfirmationAnsweredTwice(t *testing.T) {
+	h := cleanHistory()
+	call := toolCallID(2)
+	h.Permissions[call] = append(h.Permissions[call], PermissionAnswer{ToolCallID: call, RequestID: "r1"})
+	wantViolation(t, h, "confirmation once", "2 answers to its permission request r1")
+}
+
 func TestCheckConfirmationAppliedTwice(t *testing.T) {
 	h := cleanHistory()
-	h.Permissions[toolCallID(2)] = 2
-	wantViolation(t, h, "confirmation once", "goose received 2 answers")
+	call := toolCallID(2)
+	h.Permissions[call] = append(h.Permissions[call], PermissionAnswer{ToolCallID: call, RequestID: "r2", Allowed: true})
+	wantViolation(t, h, "confirmation once", "goose ran call-2 2 times")
+}
+
+// goose asks again, with a new request id, when it loads a session whose
+// run ended waiting for the approval; each request answered once is fine.
+func TestCheckConfirmationAskedAgain(t *testing.T) {
+	h := cleanHistory()
+	call := toolCallID(2)
+	h.Permissions[call] = append([]PermissionAnswer{{ToolCallID: call, RequestID: "r0"}}, h.Permissions[call]...)
+	if vs := Check(h); len(vs) != 0 {
+		t.Fatalf("a request asked again and answered once each: %v", vs)
+	}
 }
 
 func TestCheckConfirmationLost(t *testing.T) {
 	h := cleanHistory()
+	h.Permissions[toolCallID(2)][0].Allowed = false
+	wantViolation(t, h, "confirmation once", "never ran call-2")
 	delete(h.Permissions, toolCallID(2))
-	wantViolation(t, h, "confirmation once", "never received it")
+	wantViolation(t, h, "confirmation once", "never ran call-2")
 }
 
 func TestCheckConfirmationTakenTwice(t *testing.T) {

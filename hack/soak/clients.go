@@ -348,6 +348,9 @@ func (s *soak) a2aStream(ctx context.Context, rec *TurnRecord, sess *sessionStat
 		state     a2a.TaskState
 		events    int
 		left      bool
+		// seen names the events in order, for a history that shows a
+		// stream that ended without an answer.
+		seen []string
 	)
 	texts := func(parts []*a2a.Part) {
 		for _, p := range parts {
@@ -356,10 +359,13 @@ func (s *soak) a2aStream(ctx context.Context, rec *TurnRecord, sess *sessionStat
 	}
 	for ev, err := range c.SendStreamingMessage(sctx, &a2a.SendMessageRequest{Message: msg}) {
 		if err != nil {
+			var rpcErr *a2a.Error
 			switch {
 			case left:
-			case events == 0 && !errors.Is(err, context.DeadlineExceeded):
-				// A JSON-RPC error or a refused connection before any event.
+			case events == 0 && !errors.Is(err, context.DeadlineExceeded),
+				errors.As(err, &rpcErr):
+				// A JSON-RPC error (the drain's, mid-stream), or a refused
+				// connection before any event.
 				rec.Outcome, rec.Detail = ErrorEvt, err.Error()
 			default:
 				rec.Outcome, rec.Detail = Truncated, fmt.Sprintf("after %d events: %v", events, err)
@@ -367,6 +373,7 @@ func (s *soak) a2aStream(ctx context.Context, rec *TurnRecord, sess *sessionStat
 			break
 		}
 		events++
+		seen = append(seen, a2aEventName(ev))
 		switch e := ev.(type) {
 		case *a2a.Task:
 			contextID, taskID, state = e.ContextID, e.ID, e.Status.State
@@ -412,8 +419,23 @@ func (s *soak) a2aStream(ctx context.Context, rec *TurnRecord, sess *sessionStat
 	case state == a2a.TaskStateFailed || state == a2a.TaskStateRejected || state == a2a.TaskStateCanceled:
 		rec.Outcome, rec.Detail = ErrorEvt, fmt.Sprintf("task %s: %s", state, text.String())
 	default:
-		rec.Outcome, rec.Detail = Truncated, fmt.Sprintf("the stream ended in state %q: %s", state, text.String())
+		rec.Outcome, rec.Detail = Truncated, fmt.Sprintf("the stream ended in state %q: %q (task %s; events: %s)", state, text.String(), taskID, strings.Join(seen, " "))
 	}
+}
+
+// a2aEventName is an A2A event's kind, with the task state it carries.
+func a2aEventName(ev a2a.Event) string {
+	switch e := ev.(type) {
+	case *a2a.Task:
+		return "task:" + string(e.Status.State)
+	case *a2a.TaskStatusUpdateEvent:
+		return "status:" + string(e.Status.State)
+	case *a2a.TaskArtifactUpdateEvent:
+		return fmt.Sprintf("artifact:%d-parts", len(e.Artifact.Parts))
+	case *a2a.Message:
+		return "message"
+	}
+	return fmt.Sprintf("%T", ev)
 }
 
 // stored reads a session as the sidecars stored it.

@@ -81,14 +81,15 @@ func script(_ string, text string) goosetest.Reply {
 // gooseState is the fake's state file.
 type gooseState struct {
 	Store goosetest.ServeStore `json:"store"`
-	// Permissions counts the approvals goose received, by tool call id.
-	Permissions map[string]int `json:"permissions"`
+	// Permissions are the answers goose received to its permission
+	// requests, in order.
+	Permissions []PermissionAnswer `json:"permissions"`
 }
 
 // gooseStats is what the fake's control address answers.
 type gooseStats struct {
-	OpenConnections int            `json:"openConnections"`
-	Permissions     map[string]int `json:"permissions"`
+	OpenConnections int                `json:"openConnections"`
+	Permissions     []PermissionAnswer `json:"permissions"`
 }
 
 // serveGoose is the child role: the fake goose serve on -listen, its
@@ -117,12 +118,12 @@ func serveGoose(args []string) error {
 	fake := goosetest.NewServe(nil, goosetest.WithServeScript(script), goosetest.WithServeListener(ln),
 		goosetest.WithServeSecret(*secret), goosetest.WithServeRestore(st.Store))
 	stats := func() gooseStats {
-		s := gooseStats{OpenConnections: fake.OpenConnections(), Permissions: map[string]int{}}
-		for id, n := range st.Permissions {
-			s.Permissions[id] = n
-		}
+		s := gooseStats{OpenConnections: fake.OpenConnections(), Permissions: append([]PermissionAnswer(nil), st.Permissions...)}
 		for _, p := range fake.Permissions() {
-			s.Permissions[p.ToolCallID]++
+			// goose runs the tool on an allow_* option only; anything else
+			// (reject_*, cancelled) declines it.
+			s.Permissions = append(s.Permissions, PermissionAnswer{ToolCallID: p.ToolCallID, RequestID: p.RequestID,
+				Allowed: p.Outcome == "selected" && strings.HasPrefix(p.OptionID, "allow_")})
 		}
 		return s
 	}

@@ -423,14 +423,14 @@ func (s *soak) collect(ctx context.Context, h *History) error {
 		}
 		h.Stored[sess.id] = st
 	}
-	h.Permissions = map[string]int{}
+	h.Permissions = map[string][]PermissionAnswer{}
 	for _, r := range s.reps {
 		st, err := r.goose.stats(ctx)
 		if err != nil {
 			return err
 		}
-		for id, n := range st.Permissions {
-			h.Permissions[id] += n
+		for _, p := range st.Permissions {
+			h.Permissions[p.ToolCallID] = append(h.Permissions[p.ToolCallID], p)
 		}
 	}
 	total, err := s.agentTotal(ctx)

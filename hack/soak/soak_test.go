@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -20,14 +19,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-// knownBug tells the violations the soak finds in the sidecar as it is,
-// for sidecar/goose to fix, from the ones this test fails on: now and then
-// (seed 5 of `make soak SOAK_TURNS=300`, 24 sessions) a goose connection
-// stays open long after -goose-idle-timeout.
-func knownBug(v Violation) bool {
-	return v.Invariant == "no leak" && strings.Contains(v.Detail, "goose connections")
 }
 
 // A short soak: 200 turns of a fixed seed, with a process fault every 25
@@ -66,10 +57,6 @@ func TestShortSoak(t *testing.T) {
 		t.Fatalf("%d turns answered, faults injected %v, %d SQLite checks: the soak did not run", answered, h.Injected, len(h.Integrity))
 	}
 	for _, v := range Check(h) {
-		if knownBug(v) {
-			t.Logf("known sidecar bug: %s", v)
-			continue
-		}
 		t.Errorf("seed %d: %s", cfg.seed, v)
 		for _, tr := range SessionTurns(h, v.Session) {
 			t.Logf("  turn %d %s: %s %q", tr.Turn.ID, tr.Turn.Kind, tr.Outcome, tr.Detail)

@@ -220,8 +220,26 @@ type Config struct {
 	// that comes sooner waits for that start instead of making a second
 	// one; a start that fails is logged and the first turn tries again.
 	// Until a turn uses it only this process knows it: Controller.Close
-	// deletes it from goose.
+	// deletes it from goose, and EarlySessions, when set, keeps it listed
+	// for the next process should this one die first.
 	StartGooseOnCreate bool
+	// EarlySessions, when set, durably lists the goose sessions started
+	// early that no turn has taken, so that those of a process that died
+	// before its Close are deleted by the next (Controller.DeleteLeftEarly).
+	EarlySessions EarlySessionStore
+}
+
+// EarlySessionStore durably lists goose sessions started early
+// (StartGooseOnCreate) that no turn has taken: only the process that
+// started one can reach it, since no ADK state names it. A session is
+// listed as soon as its start returns, before any turn can take it, and
+// unlisted before a turn takes it or once it is deleted, so a listed
+// session is never one that a turn uses.
+type EarlySessionStore interface {
+	AddEarly(ctx context.Context, gooseID string) error
+	RemoveEarly(ctx context.Context, gooseID string) error
+	// ListEarly returns the listed sessions.
+	ListEarly(ctx context.Context) ([]string, error)
 }
 
 // Workspaces chooses and prepares the working directory of ADK sessions.

@@ -3,6 +3,7 @@ package gooseagent_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -10,8 +11,10 @@ import (
 
 	"google.golang.org/adk/session"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/server"
 )
 
 // gatedStarts holds every StartSession until release is closed and counts
@@ -156,5 +159,61 @@ func TestStartGooseOnCreateStopsAtClose(t *testing.T) {
 	}
 	if n := b.starts(); n != 1 {
 		t.Fatalf("starts after Close: %d", n)
+	}
+}
+
+// TestEarlySessionsOfADeadProcessAreDeleted: a process that dies without
+// its Close (kill -9, a crash) cannot delete the goose sessions it started
+// early that no turn took, and no ADK state names them. EarlySessions
+// lists them until a turn takes one, so the next process deletes those it
+// finds listed (DeleteLeftEarly); the one a turn took is not listed, and
+// stays.
+func TestEarlySessionsOfADeadProcessAreDeleted(t *testing.T) {
+	store, err := server.OpenUsageStore(t.Context(), filepath.Join(t.TempDir(), server.UsageDBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	b := newScriptBackend(whoAmI)
+	cfg := gooseagent.Config{Name: "goose", Backend: b, StartGooseOnCreate: true, EarlySessions: store}
+
+	// The process that dies: never closed.
+	a, control, err := gooseagent.NewWithController(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := control.SessionService(session.InMemoryService())
+	newSession(t, svc, "s")
+	newSession(t, svc, "unused")
+	poll.Until(t, "both early starts", func() bool { return b.exists("g1") && b.exists("g2") })
+	got := texts(t, newRunner(t, a, svc), "s", "one")
+	used := gooseIDInState(t, svc)
+	if len(got) != 1 || used == nil {
+		t.Fatalf("turn: %q, state names %v", got, used)
+	}
+	unused := "g1"
+	if used == "g1" {
+		unused = "g2"
+	}
+	left, err := store.ListEarly(t.Context())
+	if err != nil || !slices.Equal(left, []string{unused}) {
+		t.Fatalf("listed early sessions: %v %v, want only %s, the one no turn took", left, err, unused)
+	}
+
+	// The next process.
+	_, next, err := gooseagent.NewWithController(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = next.Close(context.Background()) }()
+	if rest, err := next.DeleteLeftEarly(t.Context(), left); len(rest) != 0 || err != nil {
+		t.Fatalf("DeleteLeftEarly: %v left, %v", rest, err)
+	}
+	if b.exists(unused) || !b.exists(used.(string)) {
+		t.Errorf("goose sessions after the next process started: %s exists %t, %s exists %t; want only the used one",
+			unused, b.exists(unused), used, b.exists(used.(string)))
+	}
+	if left, err := store.ListEarly(t.Context()); len(left) != 0 || err != nil {
+		t.Errorf("still listed: %v %v", left, err)
 	}
 }

@@ -81,9 +81,13 @@ func (g *gooseAgent) deleteSession(ctx context.Context, key SessionKey, sess ses
 // it cannot, it is not asked again.
 func (g *gooseAgent) deleteGooseSession(ctx context.Context, key SessionKey, id, why string) error {
 	if g.cannotDelete.Load() {
+		g.unlistEarly(ctx, id) // nothing to try again
 		return nil
 	}
 	err := g.cfg.Backend.DeleteSession(ctx, id)
+	if err == nil || errors.Is(err, goose.ErrSessionNotFound) || errors.Is(err, goose.ErrUnsupported) {
+		g.unlistEarly(ctx, id)
+	}
 	switch {
 	case err == nil, errors.Is(err, goose.ErrSessionNotFound):
 		g.cfg.Logger.InfoContext(ctx, "deleted goose session", "adk_session", key.SessionID, "goose_session", id, "why", why)
@@ -97,6 +101,34 @@ func (g *gooseAgent) deleteGooseSession(ctx context.Context, key SessionKey, id,
 	default:
 		return fmt.Errorf("failed to delete goose session %q: %w", id, err)
 	}
+}
+
+// unlistEarly takes a deleted goose session off EarlySessions, if listed.
+func (g *gooseAgent) unlistEarly(ctx context.Context, id string) {
+	if es := g.cfg.EarlySessions; es != nil {
+		if err := es.RemoveEarly(context.WithoutCancel(ctx), id); err != nil {
+			g.cfg.Logger.WarnContext(ctx, "failed to unlist a deleted goose session started early", "goose_session", id, "error", err)
+		}
+	}
+}
+
+// DeleteLeftEarly deletes from goose the sessions EarlySessions listed when
+// this process started (ids): goose sessions that a process which died
+// before its Close had started early and no turn had taken. It returns the
+// ids not deleted because goose was unavailable, to be tried again; other
+// failures are logged, and those sessions stay listed for the next start.
+func (c *Controller) DeleteLeftEarly(ctx context.Context, ids []string) ([]string, error) {
+	for i, id := range ids {
+		err := c.g.deleteGooseSession(ctx, SessionKey{}, id, "started early by an adk2goose process that stopped before deleting it")
+		switch {
+		case err == nil:
+		case errors.Is(err, goose.ErrUnavailable), ctx.Err() != nil:
+			return ids[i:], err
+		default:
+			c.g.cfg.Logger.WarnContext(ctx, "goose session started early by an earlier process stays in goose", "goose_session", id, "error", err)
+		}
+	}
+	return nil, nil
 }
 
 // deleteUnusedEarly deletes the goose sessions started early that no turn
@@ -247,6 +279,14 @@ func (g *gooseAgent) startEarly(key SessionKey, sess session.Session) {
 			g.cfg.Logger.WarnContext(ctx, "failed to start goose session early; the first turn will start it",
 				"adk_session", key.SessionID, "error", err)
 			return
+		}
+		if es := g.cfg.EarlySessions; es != nil {
+			// Listed before any turn can take it (this goroutine holds the
+			// session's lock).
+			if err := es.AddEarly(context.WithoutCancel(ctx), s.ID); err != nil {
+				g.cfg.Logger.WarnContext(ctx, "failed to list a goose session started early; it stays in goose if this process dies before it is used",
+					"adk_session", key.SessionID, "goose_session", s.ID, "error", err)
+			}
 		}
 		// The first turn writes the mapping into the ADK session state.
 		e.gooseID, e.ready, e.totals = s.ID, true, &goose.Usage{}

@@ -262,8 +262,19 @@ func (t *turn) openSession(e *sessionEntry) error {
 	// This turn's first non-partial event names the goose session in the
 	// ADK state (stateDelta below).
 	t.g.mu.Lock()
+	early := e.unusedEarly
 	e.unusedEarly = false
 	t.g.mu.Unlock()
+	if es := t.g.cfg.EarlySessions; early && es != nil {
+		// Unlisted before the turn uses it: a listed session is deleted by
+		// the next process should this one die.
+		if err := es.RemoveEarly(t.ic, e.gooseID); err != nil {
+			t.g.mu.Lock()
+			e.unusedEarly = true
+			t.g.mu.Unlock()
+			return fmt.Errorf("failed to take the goose session started early: %w", err)
+		}
+	}
 	b := t.g.cfg.Backend
 	sess := t.ic.Session()
 	id, legacy := t.g.storedGooseID(sess)

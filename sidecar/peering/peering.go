@@ -196,6 +196,18 @@ func New(cfg Config) *Router {
 		// Stream /run_sse and A2A SSE events as they come.
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			if cause := context.Cause(req.Context()); cause != nil {
+				if errors.Is(cause, context.Canceled) {
+					return // the client went away
+				}
+				// This pod stopped the forward (its shutdown): the owner may
+				// have the request and still run it, so this is no
+				// "try again" (no 503, no Retry-After), which would have the
+				// client send a message the owner is answering a second time.
+				r.log.Warn("stopped forwarding a request to the pod that serves its session", "peer", req.Context().Value(peerKey{}), "cause", cause)
+				http.Error(w, fmt.Sprintf("adk2goose: forwarding this request to the pod that serves its session was stopped (%v); that pod may still serve it, so check the session before sending it again", cause), http.StatusBadGateway)
+				return
+			}
 			if errors.Is(err, context.Canceled) {
 				return // the client went away
 			}

@@ -4,17 +4,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
 	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/peering"
 	"github.com/adk2goose/goose-operator/sidecar/server"
 )
 
@@ -256,5 +262,107 @@ func TestDrainDeletesUnusedEarlySessions(t *testing.T) {
 	}
 	if n := f.Calls("session/delete"); n != 1 {
 		t.Errorf("session/delete calls: %d, want 1", n)
+	}
+}
+
+// TestDrainTimeoutEndsForwardedStreams: streams a pod relays to the pod
+// that serves their session, still open when the relaying pod's drain
+// times out, end with the drain's error frame in their own wire, not a cut
+// connection: an error event on /run_sse (httputil.ReverseProxy aborts a
+// relayed stream whose context ends with a panic that dropped the
+// connection) and a JSON-RPC error an a2a client decodes on A2A. A forward
+// still waiting for its answer gets a 502 naming the shutdown, with no
+// Retry-After: the owner has the message and may still run it, so a client
+// sending it again would have it answered twice (make soak, seeds 5 and
+// 3405991518479366399).
+func TestDrainTimeoutEndsForwardedStreams(t *testing.T) {
+	held := newHeldTurn()
+	defer held.release()
+	rs := startReplicaSet(t, func(_ int, cfg *server.Config) {
+		cfg.Backend = serveClient(t, goosetest.NewServe(t, goosetest.WithServeScript(held.script)))
+		cfg.PublicBaseURL = "" // each pod's A2A card names the pod itself
+	})
+	owner, relay := rs.pods[0], rs.pods[1]
+	here := map[string]string{"Authorization": "Bearer " + testToken, peering.HopHeader: "1"}
+	owner.createSessionHere("u", "rest")
+	owner.createSessionHere("u", "busy")
+	if code, body := owner.doWith(http.MethodPost, server.A2APathV03, map[string]any{
+		"jsonrpc": "2.0", "id": 1, "method": "message/send",
+		"params": map[string]any{"message": map[string]any{
+			"kind": "message", "messageId": "m-first", "role": "user", "contextId": "a2a-ctx",
+			"parts": []any{map[string]any{"kind": "text", "text": "hello"}},
+		}},
+	}, here); code != http.StatusOK || strings.Contains(string(body), `"error"`) {
+		t.Fatalf("the A2A context's first message, on the owner: %d %s", code, body)
+	}
+
+	// Through the relay: a /run_sse stream and an A2A stream, both held
+	// by goose after their first delta...
+	frames := relay.openSSE(runBody("u", "rest", "slow", true))
+	waitForText(t, frames, "started")
+	c := a2aRaw(t, relay.URL)
+	a2aStarted := make(chan struct{})
+	a2aEnd := make(chan error, 1)
+	go func() {
+		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("slow"))
+		msg.ContextID = "a2a-ctx"
+		started := false
+		for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}) {
+			if err != nil {
+				a2aEnd <- err
+				return
+			}
+			if _, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && !started {
+				started = true
+				close(a2aStarted)
+			}
+		}
+		a2aEnd <- errors.New("the A2A stream ended with no error")
+	}()
+	select {
+	case <-a2aStarted:
+	case err := <-a2aEnd:
+		t.Fatalf("the relayed A2A stream ended before its first output: %v", err)
+	}
+	// ... and a run waiting on the owner for the turn of a busy session.
+	busy := owner.openSSE(runBody("u", "busy", "slow", true))
+	waitForText(t, busy, "started")
+	type answer struct {
+		code       int
+		retryAfter string
+		body       string
+	}
+	waiting := make(chan answer, 1)
+	go func() {
+		j, _ := json.Marshal(runBody("u", "busy", "hello", true))
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, relay.URL+"/run_sse", bytes.NewReader(j))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-Key", testToken)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			waiting <- answer{body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		waiting <- answer{resp.StatusCode, resp.Header.Get("Retry-After"), string(b)}
+	}()
+	poll.Until(t, "the relay to forward the three requests", func() bool {
+		n, err := strconv.Atoi(rs.metric(t, 1, `adk2goose_peer_lookups_total{outcome="forwarded"}`))
+		return err == nil && n >= 3
+	})
+
+	relay.stop() // its drain times out on the streams it relays
+
+	if _, errs := streamedText(frames); !strings.Contains(strings.Join(errs, " "), server.ErrDraining.Error()) {
+		t.Errorf("the relayed /run_sse stream ended with errors %v, want an error frame naming the shutdown", errs)
+	}
+	var rpcErr *a2a.Error
+	if err := <-a2aEnd; !errors.As(err, &rpcErr) || !strings.Contains(err.Error(), server.ErrDraining.Error()) {
+		t.Errorf("the relayed A2A stream ended with %v, want a JSON-RPC error naming the shutdown", err)
+	}
+	a := <-waiting
+	if a.code != http.StatusBadGateway || a.retryAfter != "" || !strings.Contains(a.body, server.ErrDraining.Error()) {
+		t.Errorf("the forward waiting for the owner: %d (Retry-After %q) %s, want a 502 naming the shutdown and no Retry-After", a.code, a.retryAfter, a.body)
 	}
 }

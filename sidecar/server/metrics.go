@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -193,13 +192,12 @@ func (s *Server) meterAndDrain(next http.Handler) http.Handler {
 			}
 		}()
 		rec.onStream = func() { m.openStreams.WithLabelValues(route).Inc() }
-		next.ServeHTTP(rec, r)
+		var rpc rpcID
+		r = r.WithContext(context.WithValue(ctx, rpcIDKey{}, &rpc))
+		serveDrainable(next, rec, r)
 
 		if rec.streaming && !rec.hijacked && errors.Is(context.Cause(ctx), ErrDraining) {
-			// The web UI and other readers only look at data: lines; an
-			// {"error"} object is what adkrest itself sends for run errors.
-			_, _ = fmt.Fprintf(rec, "event: error\ndata: {\"error\":%q}\n\n", ErrDraining.Error())
-			_ = http.NewResponseController(rec).Flush()
+			writeDrainFrame(rec, route, rpc.id)
 		}
 		elapsed := time.Since(start).Seconds()
 		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()

@@ -353,10 +353,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Workspaces:          workspaces,
 		TracerProvider:      tracerProvider(cfg.TracerProvider),
 		StartGooseOnCreate:  cfg.StartGooseOnCreate,
+		EarlySessions:       s.usage,
 		IdleSessions:        cfg.IdleSessions,
 	})
 	if err != nil {
 		return nil, err
+	}
+	// Read before this process starts any: what is listed now, an earlier
+	// process started and did not delete (it died, or goose was down).
+	leftEarly, err := s.usage.ListEarly(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(leftEarly) > 0 {
+		s.sweeper.Go(func() { s.deleteLeftEarly(leftEarly) })
 	}
 	// Deleting an ADK session (the REST route) also deletes its goose
 	// session and releases what the agent holds for it, so the same id
@@ -410,6 +420,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	h = jsonErrors(h)
 	h = decodeRuns(h)
 	limits := bodyLimits{message: cfg.MaxMessageBytes, other: cfg.MaxOtherBodyBytes, timeout: cfg.BodyReadTimeout}
+	h = noteRPCID(h)
 	h = limits.buffer(h)
 	if cfg.TracerProvider != nil {
 		h = traceTurns(h, cfg.TracerProvider)
@@ -511,6 +522,27 @@ func (s *Server) Drain(ctx context.Context) error {
 		return nil
 	case <-gctx.Done():
 		return fmt.Errorf("failed to end the running turns: %w", gctx.Err())
+	}
+}
+
+// deleteLeftEarly deletes the goose sessions an earlier process started
+// early and left (gooseagent.Controller.DeleteLeftEarly), again while goose
+// is unavailable (it may start after this sidecar), until the server stops.
+func (s *Server) deleteLeftEarly(ids []string) {
+	s.log.Info("deleting goose sessions an earlier adk2goose process started early and left", "sessions", len(ids))
+	wait := time.Second
+	for {
+		var err error
+		if ids, err = s.control.DeleteLeftEarly(s.stop, ids); len(ids) == 0 {
+			return
+		}
+		s.log.Info("goose is not reachable yet to delete the sessions an earlier process left; trying again", "sessions", len(ids), "error", err)
+		select {
+		case <-s.stop.Done():
+			return // they stay listed for the next start
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // File names inside the data directory.
 const (
 	SessionsDBFile = "sessions.db" // adk-go's session tables (sessiondb)
-	UsageDBFile    = "usage.db"    // per-session token totals (UsageStore)
+	UsageDBFile    = "usage.db"    // per-session token totals and early goose sessions (UsageStore)
 )
 
 // UsageStore keeps each ADK session's accumulated goose token totals and
@@ -24,7 +24,10 @@ type UsageStore struct {
 	db *sql.DB
 }
 
-var _ gooseagent.UsageStore = (*UsageStore)(nil)
+var (
+	_ gooseagent.UsageStore        = (*UsageStore)(nil)
+	_ gooseagent.EarlySessionStore = (*UsageStore)(nil)
+)
 
 // OpenUsageStore opens (creating if needed) the store at path.
 func OpenUsageStore(ctx context.Context, path string) (*UsageStore, error) {
@@ -48,7 +51,11 @@ func OpenUsageStore(ctx context.Context, path string) (*UsageStore, error) {
 		last_used_ms INTEGER NOT NULL,
 		PRIMARY KEY (app_name, user_id, session_id)
 	);
-	CREATE INDEX IF NOT EXISTS session_usage_last_used ON session_usage (app_name, last_used_ms);`
+	CREATE INDEX IF NOT EXISTS session_usage_last_used ON session_usage (app_name, last_used_ms);
+	CREATE TABLE IF NOT EXISTS early_goose_sessions (
+		goose_session_id TEXT PRIMARY KEY,
+		started_ms INTEGER NOT NULL
+	);`
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("failed to create usage schema: %w", err)
@@ -107,6 +114,45 @@ func (s *UsageStore) UsedSince(ctx context.Context, app string, t time.Time) ([]
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("failed to read recent sessions: %w", err)
+	}
+	return out, nil
+}
+
+// AddEarly implements gooseagent.EarlySessionStore.
+func (s *UsageStore) AddEarly(ctx context.Context, gooseID string) error {
+	err := sqlitedb.ExecPoint(ctx, s.db, `INSERT INTO early_goose_sessions (goose_session_id, started_ms) VALUES (?, ?)
+		ON CONFLICT (goose_session_id) DO NOTHING`, gooseID, time.Now().UnixMilli())
+	if err != nil {
+		return fmt.Errorf("failed to list an early goose session: %w", err)
+	}
+	return nil
+}
+
+// RemoveEarly implements gooseagent.EarlySessionStore.
+func (s *UsageStore) RemoveEarly(ctx context.Context, gooseID string) error {
+	if err := sqlitedb.ExecPoint(ctx, s.db, `DELETE FROM early_goose_sessions WHERE goose_session_id = ?`, gooseID); err != nil {
+		return fmt.Errorf("failed to unlist an early goose session: %w", err)
+	}
+	return nil
+}
+
+// ListEarly implements gooseagent.EarlySessionStore.
+func (s *UsageStore) ListEarly(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT goose_session_id FROM early_goose_sessions ORDER BY started_ms`)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list early goose sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("failed to read early goose sessions: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("failed to read early goose sessions: %w", err)
 	}
 	return out, nil
 }

@@ -75,7 +75,8 @@ var ErrClosed = errors.New("goose ACP client closed")
 // Each session's replies run on a WebSocket of its own, dialled on the
 // session's first use, kept while the session is in use and closed after
 // IdleTimeout (UnusedIdleTimeout before its first reply); calls not tied to
-// a reply share one control connection. goose has no flow control and no
+// a reply share one control connection, closed after IdleTimeout without a
+// call. goose has no flow control and no
 // per-session error on a connection: a frame over its 16 MiB limit or a
 // full 1024-message outbound queue drops the whole socket
 // (goose-acp-connections.md §4). Sharing one socket let any session's fault
@@ -256,11 +257,15 @@ type conn struct {
 	// session active in this connection's agent. Both under c.mu.
 	session string
 	loaded  bool
-	// idle closes a session connection that has run no reply for
-	// Config.IdleTimeout (Config.UnusedIdleTimeout until replied); both
-	// under c.mu.
+	// idle closes a connection that has run no reply or call for
+	// Config.IdleTimeout (a session's: Config.UnusedIdleTimeout until
+	// replied); both under c.mu.
 	idle    *time.Timer
 	replied bool
+	// inUse counts the callers live handed this connection to that have not
+	// released it (c.mu): a connection handed out is in use before its
+	// request is sent, so the idle timer never closes it under a caller.
+	inUse int
 
 	// custom is set once goose sent a _goose/... notification, i.e. it
 	// honoured customNotifications; the stable usage_update is then redundant.
@@ -305,26 +310,45 @@ func (cn *conn) handle(f *frame) func(context.Context) (any, *acpsdk.RequestErro
 	return func(context.Context) (any, *acpsdk.RequestError) { return nil, acpsdk.NewMethodNotFound(method) }
 }
 
-// controlConn returns the connection for calls not tied to a running reply
-// (info, export, delete of a session without a connection of its own).
-func (c *Client) controlConn(ctx context.Context) (*conn, error) { return c.live(ctx, "") }
-
-// sessionConn returns the session's own connection, dialling it if needed.
+// sessionConn returns the session's own connection, dialling it if needed;
+// the caller releases it (release).
 func (c *Client) sessionConn(ctx context.Context, id string) (*conn, error) {
 	return c.live(ctx, id)
 }
 
 // connFor is the session's own connection when one is open, otherwise the
 // control connection: a session-scoped call never opens a session connection
-// (and so never starts the session's agent and extensions in goose).
+// (and so never starts the session's agent and extensions in goose). The
+// caller releases it (release).
 func (c *Client) connFor(ctx context.Context, id string) (*conn, error) {
 	c.mu.Lock()
 	cn := c.sessions[id]
-	c.mu.Unlock()
 	if cn != nil && !cn.dead() {
+		cn.inUse++
+		c.mu.Unlock()
 		return cn, nil
 	}
-	return c.controlConn(ctx)
+	c.mu.Unlock()
+	return c.live(ctx, "")
+}
+
+// release ends a use of cn that live or connFor handed out; the last one
+// starts its idle time, unless a reply runs on it.
+func (c *Client) release(cn *conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.releaseLocked(cn)
+}
+
+// releaseLocked is release with c.mu held.
+func (c *Client) releaseLocked(cn *conn) {
+	cn.inUse--
+	if cn.inUse > 0 || cn.reply.Load() != nil {
+		return
+	}
+	if (cn.session == "" && c.control == cn) || (cn.session != "" && c.sessions[cn.session] == cn) {
+		c.idleLocked(cn)
+	}
 }
 
 // dialing is a dial in progress that callers needing the same connection
@@ -335,7 +359,8 @@ type dialing struct {
 }
 
 // live returns the live connection registered under key (a session id, or
-// "" for the control connection), dialling one when there is none.
+// "" for the control connection), dialling one when there is none. It
+// counts as in use (conn.inUse) until the caller releases it.
 func (c *Client) live(ctx context.Context, key string) (*conn, error) {
 	for {
 		c.mu.Lock()
@@ -348,6 +373,7 @@ func (c *Client) live(ctx context.Context, key string) (*conn, error) {
 			cn = c.sessions[key]
 		}
 		if cn != nil && !cn.dead() {
+			cn.inUse++
 			c.mu.Unlock()
 			return cn, nil
 		}
@@ -377,7 +403,7 @@ func (c *Client) live(ctx context.Context, key string) (*conn, error) {
 		}
 		if err == nil {
 			c.register(key, cn)
-			c.idleLocked(cn)
+			cn.inUse++ // its idle time starts at its release
 		}
 		d.err = err
 		c.mu.Unlock()
@@ -399,11 +425,11 @@ func (c *Client) register(key string, cn *conn) {
 
 // idleLocked (re)starts cn's idle timer; c.mu held.
 func (c *Client) idleLocked(cn *conn) {
-	if cn.session == "" || c.cfg.IdleTimeout < 0 {
+	if c.cfg.IdleTimeout < 0 {
 		return
 	}
 	after := c.cfg.IdleTimeout
-	if !cn.replied {
+	if cn.session != "" && !cn.replied {
 		after = c.cfg.UnusedIdleTimeout
 	}
 	if cn.idle == nil {
@@ -416,12 +442,22 @@ func (c *Client) idleLocked(cn *conn) {
 // closeIdle closes a session connection that ran no reply for IdleTimeout
 // (UnusedIdleTimeout when it never ran one): goose then drops the session's
 // agent and extensions (§2.5); the next reply dials again and goose
-// activates the session lazily.
+// activates the session lazily. The control connection closes after
+// IdleTimeout without a call; the next call dials it again.
 func (c *Client) closeIdle(cn *conn) {
 	c.mu.Lock()
-	if r := c.replies[cn.session]; (r != nil && r.cn == cn) || c.sessions[cn.session] != cn {
+	if cn.session == "" {
+		if c.control != cn {
+			c.mu.Unlock()
+			return
+		}
+	} else if r := c.replies[cn.session]; (r != nil && r.cn == cn) || c.sessions[cn.session] != cn {
 		c.mu.Unlock()
 		return
+	}
+	if cn.inUse > 0 {
+		c.mu.Unlock()
+		return // its last release starts its idle time again
 	}
 	if cn.rpc.awaiting() {
 		// A call is under way (StartSession's after session/new, a
@@ -430,7 +466,11 @@ func (c *Client) closeIdle(cn *conn) {
 		c.mu.Unlock()
 		return
 	}
-	delete(c.sessions, cn.session)
+	if cn.session == "" {
+		c.control = nil
+	} else {
+		delete(c.sessions, cn.session)
+	}
 	c.mu.Unlock()
 	_ = cn.rpc.Close() // an idle connection: nobody waits on it
 }
@@ -642,6 +682,7 @@ func callOn[T any](ctx context.Context, c *Client, id, what, method string, para
 		var zero T
 		return zero, fmt.Errorf("failed to %s: %w", what, err)
 	}
+	defer c.release(cn)
 	return call[T](ctx, c, cn, what, method, params)
 }
 
@@ -749,6 +790,7 @@ func (c *Client) ResumeSession(ctx context.Context, id string) (goose.Session, e
 		c.mu.Unlock()
 		return goose.Session{}, fmt.Errorf("failed to resume session: %w", err)
 	}
+	defer c.release(cn)
 	if err := c.ensureLoaded(ctx, cn, id); err != nil {
 		return goose.Session{}, err
 	}
@@ -1240,11 +1282,13 @@ func (c *Client) startReply(ctx context.Context, sessionID string) (*reply, erro
 		r := newReply(sessionID, cn)
 		c.mu.Lock()
 		if _, busy := c.replies[sessionID]; busy {
+			c.releaseLocked(cn)
 			c.mu.Unlock()
 			return nil, fmt.Errorf("failed to send prompt: a reply is already running in session %q", sessionID)
 		}
 		if c.sessions[sessionID] != cn {
-			// Closed for idleness (or dropped) since we got it: dial again.
+			// Dropped since we got it: dial again.
+			c.releaseLocked(cn)
 			c.mu.Unlock()
 			continue
 		}
@@ -1258,6 +1302,7 @@ func (c *Client) startReply(ctx context.Context, sessionID string) (*reply, erro
 		}
 		delete(c.lost, sessionID)
 		cn.reply.Store(r)
+		cn.inUse-- // the reply holds it now; endReply starts its idle time
 		c.mu.Unlock()
 		return r, nil
 	}

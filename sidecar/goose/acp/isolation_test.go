@@ -328,8 +328,7 @@ func TestIdleTimeoutSparesACallUnderWay(t *testing.T) {
 	_, c := newIsolationPair(t, Config{IdleTimeout: idle}, goosetest.WithServeExtensions(slowExtensions{start: 25 * idle}))
 	id := startSession(t, c)
 	// The session's own connection: a call made after it closed (the
-	// session info ResumeSession ends with) goes over the control one,
-	// which has no idle timeout.
+	// session info ResumeSession ends with) goes over the control one.
 	sessionConnClosed := func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -340,6 +339,54 @@ func TestIdleTimeoutSparesACallUnderWay(t *testing.T) {
 		t.Fatalf("ResumeSession whose session/load outlasts the idle timeout: %v", err)
 	}
 	poll.Until(t, "the resumed connection to close once idle", sessionConnClosed)
+}
+
+// The control connection (session info, usage export, delete of a session
+// without a connection of its own) closes after IdleTimeout without a call,
+// as session connections do; the next call dials it again. A connection
+// handed to a caller is in use before the caller's request goes out, so the
+// timer never closes it under the caller.
+func TestIdleControlConnectionCloses(t *testing.T) {
+	const idle = 50 * time.Millisecond
+	srv, c := newIsolationPair(t, Config{IdleTimeout: idle})
+	id := startSession(t, c)
+	poll.Until(t, "the session's connection to close", func() bool { return !c.hasConn(id) })
+	if _, err := c.Usage(context.Background(), id); err != nil { // an export on the control connection
+		t.Fatal(err)
+	}
+	poll.Until(t, "the idle control connection to close", func() bool {
+		return srv.OpenConnections() == 0 && c.openConns() == 0
+	})
+
+	// Handed out while its idle timer runs (a call has just released it),
+	// then held past the idle timeout before its request.
+	var cn *conn
+	poll.Until(t, "a control connection handed out while its idle timer runs", func() bool {
+		if _, err := c.Usage(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if cn, err = c.live(context.Background(), ""); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		armed := cn.idle != nil
+		c.mu.Unlock()
+		if !armed { // the first call's connection closed before live: again
+			c.release(cn)
+		}
+		return armed
+	})
+	handed := time.Now()
+	poll.Until(t, "the idle timeout to pass several times", func() bool { return time.Since(handed) > 10*idle })
+	_, err := call[infoResult](context.Background(), c, cn, "get session", methodSessionInfo, sessionIDParams{SessionID: id})
+	c.release(cn)
+	if err != nil {
+		t.Fatalf("a call on a control connection handed out before the idle timeout: %v", err)
+	}
+	poll.Until(t, "the control connection to close once released", func() bool {
+		return srv.OpenConnections() == 0 && c.openConns() == 0
+	})
 }
 
 func TestUnusedIdleTimeoutDefaults(t *testing.T) {
