@@ -26,6 +26,7 @@ import (
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	agentsv1alpha1ac "github.com/adk2goose/goose-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/internal/retry"
 	"github.com/adk2goose/goose-operator/controllers/internal/ssa"
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
@@ -36,6 +37,14 @@ import (
 const (
 	IndexSecretRefs    = "spec.secretRefs"
 	IndexConfigMapRefs = "spec.configMapRefs"
+)
+
+// Cache indexes from an agent's children to the UID of the agent that
+// controls them, and from agent pods to their agent's name, so a reconcile
+// lists its own objects rather than every object of the namespace.
+const (
+	indexController = "metadata.controllerUID"
+	indexPodAgent   = "metadata.labels.instance"
 )
 
 // GooseAgentReconciler turns GooseAgents into their children and reports
@@ -59,6 +68,8 @@ type GooseAgentReconciler struct {
 	Now func() time.Time
 	// MaxConcurrentReconciles bounds parallel reconciles (default 1).
 	MaxConcurrentReconciles int
+
+	status ssa.Status
 }
 
 func (r *GooseAgentReconciler) now() time.Time {
@@ -90,7 +101,20 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 			return fmt.Errorf("failed to index GooseAgents by %s: %w", key, err)
 		}
 	}
-	opts := controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}
+	for _, k := range childKinds {
+		if err := idx.IndexField(ctx, k.newObject(), indexController, controllerUID); err != nil {
+			return fmt.Errorf("failed to index %T by controller: %w", k.newObject(), err)
+		}
+	}
+	if err := idx.IndexField(ctx, &corev1.Pod{}, indexPodAgent, func(o client.Object) []string {
+		if reqs := agentOfPod(ctx, o); len(reqs) == 1 {
+			return []string{reqs[0].Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("failed to index pods by agent: %w", err)
+	}
+	opts := controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1), RateLimiter: retry.Limiter()}
 	// Referenced Secrets and ConfigMaps are watched by metadata only; their
 	// values are read when an agent is rendered (package references).
 	secrets, err := r.References.Source(render.KindSecret, r.agentsReferencing(IndexSecretRefs))
@@ -116,6 +140,14 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		WithOptions(opts).
 		Named("gooseagent").
 		Complete(r)
+}
+
+// controllerUID is the index value of a child: its controller's UID.
+func controllerUID(o client.Object) []string {
+	if ref := metav1.GetControllerOf(o); ref != nil {
+		return []string{string(ref.UID)}
+	}
+	return nil
 }
 
 // agentOfPod maps an agent pod to its GooseAgent by the instance label.
@@ -182,7 +214,7 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if obs.sts != nil {
 		// The cache holds only agent pods (CacheOptions).
 		var pods corev1.PodList
-		if err := r.Client.List(ctx, &pods, client.InNamespace(a.Namespace), client.MatchingLabels(render.SelectorLabels(a))); err != nil {
+		if err := r.Client.List(ctx, &pods, client.InNamespace(a.Namespace), client.MatchingFields{indexPodAgent: a.Name}); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to list pods: %w", err)
 		}
 		obs.pods = classifyPods(pods.Items)
@@ -192,7 +224,7 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.recordEvents(a, st, applied, pruned, obs); err != nil {
 		return ctrl.Result{}, err
 	}
-	if _, err := ssa.ApplyStatus(ctx, r.Client, a, FieldOwner, st); err != nil {
+	if _, err := r.status.Apply(ctx, r.Client, a, FieldOwner, st); err != nil {
 		return ctrl.Result{}, err
 	}
 	if obs.applyErr != nil {
@@ -323,7 +355,7 @@ func (r *GooseAgentReconciler) applyChildren(ctx context.Context, a *agentsv1alp
 
 // prune deletes the children of a whose id is not in want.
 func (r *GooseAgentReconciler) prune(ctx context.Context, a *agentsv1alpha1.GooseAgent, kinds []resolvedKind, want map[string]bool) ([]string, error) {
-	sel := client.MatchingLabels{render.LabelInstance: a.Name, render.LabelManagedBy: render.ManagedBy}
+	sel := client.MatchingFields{indexController: string(a.UID)}
 	var pruned []string
 	for _, k := range kinds {
 		list, err := k.newList(r.Client.Scheme())
