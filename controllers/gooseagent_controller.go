@@ -39,14 +39,6 @@ const (
 	IndexConfigMapRefs = "spec.configMapRefs"
 )
 
-// Cache indexes from an agent's children to the UID of the agent that
-// controls them, and from agent pods to their agent's name, so a reconcile
-// lists its own objects rather than every object of the namespace.
-const (
-	indexController = "metadata.controllerUID"
-	indexPodAgent   = "metadata.labels.instance"
-)
-
 // GooseAgentReconciler turns GooseAgents into their children and reports
 // readiness. It only orchestrates: the children come from render.Build.
 type GooseAgentReconciler struct {
@@ -101,19 +93,6 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 			return fmt.Errorf("failed to index GooseAgents by %s: %w", key, err)
 		}
 	}
-	for _, k := range childKinds {
-		if err := idx.IndexField(ctx, k.newObject(), indexController, controllerUID); err != nil {
-			return fmt.Errorf("failed to index %T by controller: %w", k.newObject(), err)
-		}
-	}
-	if err := idx.IndexField(ctx, &corev1.Pod{}, indexPodAgent, func(o client.Object) []string {
-		if reqs := agentOfPod(ctx, o); len(reqs) == 1 {
-			return []string{reqs[0].Name}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("failed to index pods by agent: %w", err)
-	}
 	opts := controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1), RateLimiter: retry.Limiter()}
 	// Referenced Secrets and ConfigMaps are watched by metadata only; their
 	// values are read when an agent is rendered (package references).
@@ -140,14 +119,6 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		WithOptions(opts).
 		Named("gooseagent").
 		Complete(r)
-}
-
-// controllerUID is the index value of a child: its controller's UID.
-func controllerUID(o client.Object) []string {
-	if ref := metav1.GetControllerOf(o); ref != nil {
-		return []string{string(ref.UID)}
-	}
-	return nil
 }
 
 // agentOfPod maps an agent pod to its GooseAgent by the instance label.
@@ -214,7 +185,7 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if obs.sts != nil {
 		// The cache holds only agent pods (CacheOptions).
 		var pods corev1.PodList
-		if err := r.Client.List(ctx, &pods, client.InNamespace(a.Namespace), client.MatchingFields{indexPodAgent: a.Name}); err != nil {
+		if err := r.Client.List(ctx, &pods, client.InNamespace(a.Namespace), client.MatchingLabels(render.SelectorLabels(a))); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to list pods: %w", err)
 		}
 		obs.pods = classifyPods(pods.Items)
@@ -355,7 +326,7 @@ func (r *GooseAgentReconciler) applyChildren(ctx context.Context, a *agentsv1alp
 
 // prune deletes the children of a whose id is not in want.
 func (r *GooseAgentReconciler) prune(ctx context.Context, a *agentsv1alpha1.GooseAgent, kinds []resolvedKind, want map[string]bool) ([]string, error) {
-	sel := client.MatchingFields{indexController: string(a.UID)}
+	sel := client.MatchingLabels{render.LabelInstance: a.Name, render.LabelManagedBy: render.ManagedBy}
 	var pruned []string
 	for _, k := range kinds {
 		list, err := k.newList(r.Client.Scheme())

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -76,14 +77,21 @@ type written struct {
 // wrote.
 func (s *Status) Apply(ctx context.Context, c client.Client, a *agentsv1alpha1.GooseAgent, fieldOwner string,
 	status *agentsv1alpha1ac.GooseAgentStatusApplyConfiguration) (bool, error) {
-	want, err := AsStatus(status)
+	sent, err := AsStatus(status)
 	if err != nil {
 		return false, err
 	}
+	want := *sent.DeepCopy()
 	key := statusKey{agent: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, fieldOwner: fieldOwner}
-	was, err := s.lastApplied(key, a, fieldOwner)
+	was, remembered, err := s.lastApplied(key, a, fieldOwner)
 	if err != nil {
 		return false, err
+	}
+	if remembered {
+		// The desired conditions' transition times came from the stale
+		// copy; where a condition did not change since the remembered
+		// write, the time of that write is the true one.
+		keepTransitionTimes(&want, was)
 	}
 	if equality.Semantic.DeepEqual(was, want) {
 		return false, nil
@@ -98,21 +106,22 @@ func (s *Status) Apply(ctx context.Context, c client.Client, a *agentsv1alpha1.G
 		if s.last == nil {
 			s.last = map[statusKey]written{}
 		}
-		s.last[key] = written{status: want, resourceVersion: rv}
+		s.last[key] = written{status: sent, resourceVersion: rv}
 		s.mu.Unlock()
 	}
 	return true, nil
 }
 
 // lastApplied is the status fieldOwner last applied to a: the one
-// remembered while a is older than that write, else the one a holds.
-func (s *Status) lastApplied(key statusKey, a *agentsv1alpha1.GooseAgent, fieldOwner string) (agentsv1alpha1.GooseAgentStatus, error) {
+// remembered while a is older than that write (remembered is true), else
+// the one a holds.
+func (s *Status) lastApplied(key statusKey, a *agentsv1alpha1.GooseAgent, fieldOwner string) (st agentsv1alpha1.GooseAgentStatus, remembered bool, err error) {
 	s.mu.Lock()
 	w, ok := s.last[key]
 	if ok {
 		if cmp, err := resourceversion.CompareResourceVersion(a.ResourceVersion, w.resourceVersion); err == nil && cmp < 0 {
 			s.mu.Unlock()
-			return w.status, nil
+			return w.status, true, nil
 		}
 		// The cache caught up (or the versions cannot be compared): the
 		// object is the truth again.
@@ -121,12 +130,24 @@ func (s *Status) lastApplied(key statusKey, a *agentsv1alpha1.GooseAgent, fieldO
 	s.mu.Unlock()
 	last, err := agentsv1alpha1ac.ExtractGooseAgentStatus(a, fieldOwner)
 	if err != nil {
-		return agentsv1alpha1.GooseAgentStatus{}, fmt.Errorf("failed to extract the applied status of %s: %w", fieldOwner, err)
+		return st, false, fmt.Errorf("failed to extract the applied status of %s: %w", fieldOwner, err)
 	}
 	// Compared as the statuses they make, not as apply configurations:
 	// extraction reads the typed object, where a zero field left out by
 	// omitempty cannot be told from an absent one.
-	return AsStatus(last.Status)
+	st, err = AsStatus(last.Status)
+	return st, false, err
+}
+
+// keepTransitionTimes gives each condition of want that has the same type
+// and status as one of was the transition time of that one.
+func keepTransitionTimes(want *agentsv1alpha1.GooseAgentStatus, was agentsv1alpha1.GooseAgentStatus) {
+	for i := range want.Conditions {
+		c := &want.Conditions[i]
+		if old := meta.FindStatusCondition(was.Conditions, c.Type); old != nil && old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+	}
 }
 
 // Forget drops what Status remembers of an agent that is gone.

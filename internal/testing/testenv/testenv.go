@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -81,6 +82,9 @@ func WideServiceRange() Option {
 func Restartable() Option {
 	return func(e *envtest.Environment) {
 		e.ControlPlane.GetAPIServer().CertDir = restartableCertDir
+		// A graceful stop drains the requests in flight, which on a loaded
+		// machine takes longer than envtest's default 20 s.
+		e.ControlPlaneStopTimeout = 2 * time.Minute
 	}
 }
 
