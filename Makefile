@@ -134,6 +134,15 @@ fuzz-long: ## Run every fuzz target (or those in FUZZ_TARGETS) for FUZZ_LONG_TIM
 	FUZZTIME=$(FUZZ_LONG_TIME) hack/fuzz.sh $(FUZZ_TARGETS)
 	hack/fuzz-corpus.sh $(FUZZ_TARGETS)
 
+FAULTS_AGENTS ?= 100
+FAULTS_OPS ?= 1500
+FAULTS_RESTARTS ?= 6
+FAULTS_SEED ?= random
+.PHONY: test-faults
+test-faults: ## Run the operator under faults at length (FAULTS_AGENTS, FAULTS_OPS, FAULTS_RESTARTS; FAULTS_SEED replays a run, random by default); not for CI.
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" FAULTS_AGENTS=$(FAULTS_AGENTS) FAULTS_OPS=$(FAULTS_OPS) FAULTS_RESTARTS=$(FAULTS_RESTARTS) FAULTS_SEED=$(FAULTS_SEED) \
+	  go test ./controllers/faults/ -run TestOperatorUnderFaults -count=1 -v -timeout 90m
+
 ##@ Benchmarks
 
 AGENTS ?= 1000
@@ -142,6 +151,11 @@ SECRETS ?= 5000
 .PHONY: bench-manager-memory
 bench-manager-memory: build ## Table of manager RSS/heap with AGENTS agents and SECRETS unrelated Secrets (MANAGERS=a,b compares binaries).
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go run ./hack/managermem --manager $(or $(MANAGERS),$(LOCALBIN)/manager) --agents $(AGENTS) --secrets $(SECRETS)
+
+SCALE_RUNS ?= bare,$(LOCALBIN)/manager
+.PHONY: bench-manager-scale
+bench-manager-scale: build ## Table of converging AGENTS agents from cold, per run on a fresh control plane: requests per agent by verb and resource, watches, no-op resync, stats work, RSS, apiserver/etcd CPU (SCALE_RUNS=bare,old,new).
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go run ./hack/managerscale --manager $(SCALE_RUNS) --agents $(AGENTS)
 
 LOAD_ARGS ?=
 .PHONY: load

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -18,9 +20,35 @@ import (
 func CacheOptions() cache.Options {
 	agentPods := labels.SelectorFromSet(labels.Set{render.LabelName: render.AppName})
 	children := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:       {Label: agentPods},
-		&corev1.Secret{}:    {Label: children},
-		&corev1.ConfigMap{}: {Label: children},
-	}}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:       {Label: agentPods},
+			&corev1.Secret{}:    {Label: children},
+			&corev1.ConfigMap{}: {Label: children},
+		},
+		DefaultTransform: keepOwnManagedFields,
+	}
+}
+
+// keepOwnManagedFields drops the managed-fields entries of every field
+// manager but the operator's own (FieldOwner and the stats reconciler's
+// FieldOwner+"-stats"): the reconcilers read only theirs, to tell what they
+// applied last, and the others (kubelet, controllers, kubectl) can be most
+// of an object's size in the cache.
+func keepOwnManagedFields(in any) (any, error) {
+	o, ok := in.(client.Object)
+	if !ok {
+		return in, nil
+	}
+	mf := o.GetManagedFields()
+	kept := mf[:0]
+	for _, e := range mf {
+		if strings.HasPrefix(e.Manager, FieldOwner) {
+			kept = append(kept, e)
+		}
+	}
+	if len(kept) < len(mf) {
+		o.SetManagedFields(kept)
+	}
+	return o, nil
 }

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/adk2goose/goose-operator/controllers"
 	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 )
 
 // TestCacheHoldsNoForeignValues: the manager's cache holds the agent's own
@@ -53,6 +56,45 @@ func TestCacheHoldsNoForeignValues(t *testing.T) {
 	for _, s := range secrets.Items {
 		if s.Labels[render.LabelManagedBy] != render.ManagedBy {
 			t.Errorf("cache holds Secret %s, which the operator does not manage", s.Name)
+		}
+	}
+}
+
+// TestCacheKeepsOnlyOwnManagedFields: the cached children carry only the
+// operator's own managed-fields entries, which are all the reconcilers read.
+func TestCacheKeepsOnlyOwnManagedFields(t *testing.T) {
+	needEnv(t)
+	h := startManager(t, harnessOpts{})
+	ns := newNamespace(t, "fields")
+	ctx := context.Background()
+	c := loadCase(t, "minimal")
+	createCase(t, c, ns)
+	waitSTS(t, ns, c.Agent.Name)
+	key := client.ObjectKey{Namespace: ns, Name: render.ServiceName(c.Agent)}
+	svc := &corev1.Service{}
+	if err := env.Client.Get(ctx, key, svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Annotations = map[string]string{"example.com/note": "edited by hand"}
+	if err := env.Client.Update(ctx, svc, client.FieldOwner("someone-else")); err != nil {
+		t.Fatal(err)
+	}
+	cached := &corev1.Service{}
+	poll.UntilNil(t, "the cache to see the edit", func() error {
+		if err := h.cache.Get(ctx, key, cached); err != nil {
+			return err
+		}
+		if cached.Annotations["example.com/note"] == "" {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	if len(cached.ManagedFields) == 0 {
+		t.Fatal("the cached Service has no managed fields: the operator's own entry is needed")
+	}
+	for _, e := range cached.ManagedFields {
+		if e.Manager != controllers.FieldOwner {
+			t.Errorf("cached Service keeps the managed fields of %q", e.Manager)
 		}
 	}
 }

@@ -98,6 +98,16 @@ func ExtractApplied(o client.Object) (runtime.ApplyConfiguration, error) {
 	return nil, fmt.Errorf("failed to extract applied fields: %T is not a child kind", o)
 }
 
+// ChildObjects returns an empty object of every child kind, in the order of
+// childKinds, for checks outside the package (tests, hack tools).
+func ChildObjects() []client.Object {
+	out := make([]client.Object, 0, len(childKinds))
+	for _, k := range childKinds {
+		out = append(out, k.newObject())
+	}
+	return out
+}
+
 // resolvedKind is a child kind with its GroupVersionKind from the scheme.
 type resolvedKind struct {
 	childKind

@@ -26,6 +26,7 @@ import (
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	agentsv1alpha1ac "github.com/adk2goose/goose-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/internal/retry"
 	"github.com/adk2goose/goose-operator/controllers/internal/ssa"
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
@@ -59,6 +60,8 @@ type GooseAgentReconciler struct {
 	Now func() time.Time
 	// MaxConcurrentReconciles bounds parallel reconciles (default 1).
 	MaxConcurrentReconciles int
+
+	status ssa.Status
 }
 
 func (r *GooseAgentReconciler) now() time.Time {
@@ -90,7 +93,7 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 			return fmt.Errorf("failed to index GooseAgents by %s: %w", key, err)
 		}
 	}
-	opts := controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}
+	opts := controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1), RateLimiter: retry.Limiter()}
 	// Referenced Secrets and ConfigMaps are watched by metadata only; their
 	// values are read when an agent is rendered (package references).
 	secrets, err := r.References.Source(render.KindSecret, r.agentsReferencing(IndexSecretRefs))
@@ -192,7 +195,7 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.recordEvents(a, st, applied, pruned, obs); err != nil {
 		return ctrl.Result{}, err
 	}
-	if _, err := ssa.ApplyStatus(ctx, r.Client, a, FieldOwner, st); err != nil {
+	if _, err := r.status.Apply(ctx, r.Client, a, FieldOwner, st); err != nil {
 		return ctrl.Result{}, err
 	}
 	if obs.applyErr != nil {

@@ -22,9 +22,9 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// reviewFinalizer removes an agent's review binding with the agent: a
+// ReviewFinalizer removes an agent's review binding with the agent: a
 // cluster-scoped object cannot be owned by a namespaced one.
-const reviewFinalizer = "agents.adk2goose.dev/review-binding"
+const ReviewFinalizer = "agents.adk2goose.dev/review-binding"
 
 // reviewRole is the built-in ClusterRole granting create on tokenreviews
 // and subjectaccessreviews, and nothing else.
@@ -36,9 +36,9 @@ const reviewRole = "system:auth-delegator"
 // once the agent is deleted or leaves the mode.
 func (r *GooseAgentReconciler) syncReviewBinding(ctx context.Context, a *agentsv1alpha1.GooseAgent) error {
 	if a.DeletionTimestamp.IsZero() && render.IsKubernetesMode(a) {
-		if !controllerutil.ContainsFinalizer(a, reviewFinalizer) {
-			patch := client.MergeFrom(a.DeepCopy())
-			controllerutil.AddFinalizer(a, reviewFinalizer)
+		if !controllerutil.ContainsFinalizer(a, ReviewFinalizer) {
+			patch := finalizerPatch(a)
+			controllerutil.AddFinalizer(a, ReviewFinalizer)
 			if err := r.Client.Patch(ctx, a, patch); err != nil {
 				return fmt.Errorf("failed to add the review binding's finalizer: %w", err)
 			}
@@ -63,17 +63,25 @@ func (r *GooseAgentReconciler) syncReviewBinding(ctx context.Context, a *agentsv
 		}
 		return nil
 	}
-	if !controllerutil.ContainsFinalizer(a, reviewFinalizer) {
+	if !controllerutil.ContainsFinalizer(a, ReviewFinalizer) {
 		return nil
 	}
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: render.ReviewBindingName(a)}}
 	if err := r.Client.Delete(ctx, crb); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete ClusterRoleBinding %s: %w", crb.Name, err)
 	}
-	patch := client.MergeFrom(a.DeepCopy())
-	controllerutil.RemoveFinalizer(a, reviewFinalizer)
+	patch := finalizerPatch(a)
+	controllerutil.RemoveFinalizer(a, ReviewFinalizer)
 	if err := r.Client.Patch(ctx, a, patch); err != nil {
 		return fmt.Errorf("failed to remove the review binding's finalizer: %w", err)
 	}
 	return nil
+}
+
+// finalizerPatch is the patch of a change to a's finalizers. A merge patch
+// replaces the whole list, so it carries a's resourceVersion: when another
+// controller changed the finalizers since a was read, the apiserver answers
+// Conflict and the reconcile is retried, instead of dropping theirs.
+func finalizerPatch(a *agentsv1alpha1.GooseAgent) client.Patch {
+	return client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
 }

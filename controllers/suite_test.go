@@ -27,6 +27,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers"
 	"github.com/adk2goose/goose-operator/controllers/internal/fixtures"
 	"github.com/adk2goose/goose-operator/controllers/references"
+	"github.com/adk2goose/goose-operator/controllers/stats"
 	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
@@ -137,6 +138,10 @@ type harness struct {
 type harnessOpts struct {
 	generate    func(string) (string, error)
 	concurrency int
+	// wrap, when set, wraps the manager's client (inside the write counter).
+	wrap func(client.WithWatch) client.WithWatch
+	// stats also runs the stats reconciler, as cmd/manager does.
+	stats bool
 }
 
 func startManager(t testing.TB, o harnessOpts) *harness {
@@ -155,6 +160,9 @@ func startManager(t testing.TB, o harnessOpts) *harness {
 			c, err := client.NewWithWatch(cfg, opts) // reads from the cache like the default client
 			if err != nil {
 				return nil, err
+			}
+			if o.wrap != nil {
+				c = o.wrap(c)
 			}
 			return w.wrap(c), nil
 		},
@@ -180,6 +188,13 @@ func startManager(t testing.TB, o harnessOpts) *harness {
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		cancel()
 		t.Fatal(err)
+	}
+	if o.stats {
+		sr := &stats.Reconciler{Client: mgr.GetClient(), References: refs, Collector: stats.New(stats.Options{})}
+		if err := sr.SetupWithManager(mgr); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

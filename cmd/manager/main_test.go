@@ -13,7 +13,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.gooseImage != DefaultGooseImage || o.sidecarImage != DefaultSidecarImage || o.statsInterval != 30*time.Second ||
-		o.statsTimeout != 2*time.Second || o.statsConcurrency != 64 || o.concurrency != 4 || o.leaderElect {
+		o.statsTimeout != 2*time.Second || o.statsConcurrency != 64 || o.concurrency != 16 || o.qps != 200 || o.burst != 400 || o.leaderElect {
 		t.Fatalf("unexpected defaults: %+v", o)
 	}
 }

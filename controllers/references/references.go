@@ -7,7 +7,7 @@
 // watched type) keeps every value of every Secret in the operator's heap. As
 // Cluster API does, the operator instead watches their metadata only, trimmed
 // to what change detection needs, and reads values from the API server when it
-// renders an agent.
+// renders an agent, remembering those of referenced objects until they change.
 package references
 
 import (
@@ -44,6 +44,20 @@ type Tracker struct {
 	// stats poller needs every interval), each with the resourceVersion it
 	// was read at, so a poll costs no API call until the object changes.
 	keys map[keyID]keyMemo
+	// objects remembers the values Read returned, each with the
+	// resourceVersion it was read at, so that many agents referencing one
+	// Secret cost one read per change of it, not one per agent.
+	objects map[objectID]objectMemo
+}
+
+type objectID struct {
+	kind            render.RefKind
+	namespace, name string
+}
+
+type objectMemo struct {
+	resourceVersion string
+	values          map[string]string
 }
 
 type keyID struct {
@@ -70,7 +84,7 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, reader client.Reader) (*Track
 	if err != nil {
 		return nil, fmt.Errorf("failed to create reference metadata cache: %w", err)
 	}
-	return &Tracker{meta: c, reader: reader, keys: map[keyID]keyMemo{}}, nil
+	return &Tracker{meta: c, reader: reader, keys: map[keyID]keyMemo{}, objects: map[objectID]objectMemo{}}, nil
 }
 
 // trimMetadata keeps what change detection and lookups need.
@@ -158,10 +172,33 @@ func (t *Tracker) Source(kind render.RefKind, fn handler.TypedMapFunc[*metav1.Pa
 	return source.Kind(t.meta, m, handler.TypedEnqueueRequestsFromMapFunc(fn)), nil
 }
 
-// Read returns every value of one Secret or ConfigMap, read from the API
-// server; found is false when it does not exist.
+// Read returns every value of one Secret or ConfigMap; found is false when
+// it does not exist. Values are read from the API server, and remembered
+// until the watched metadata shows a newer version of the object (or none):
+// an object the watch has not seen yet is always read.
 func (t *Tracker) Read(ctx context.Context, kind render.RefKind, namespace, name string) (map[string]string, bool, error) {
-	values, _, found, err := t.read(ctx, kind, types.NamespacedName{Namespace: namespace, Name: name})
+	m, err := metadataOf(kind)
+	if err != nil {
+		return nil, false, err
+	}
+	id := objectID{kind: kind, namespace: namespace, name: name}
+	nn := types.NamespacedName{Namespace: namespace, Name: name}
+	if err := t.meta.Get(ctx, nn, m); err == nil {
+		t.mu.Lock()
+		memo, ok := t.objects[id]
+		t.mu.Unlock()
+		if ok && memo.resourceVersion == m.ResourceVersion {
+			return maps.Clone(memo.values), true, nil
+		}
+	}
+	values, rv, found, err := t.read(ctx, kind, nn)
+	t.mu.Lock()
+	if err == nil && found {
+		t.objects[id] = objectMemo{resourceVersion: rv, values: maps.Clone(values)}
+	} else {
+		delete(t.objects, id)
+	}
+	t.mu.Unlock()
 	return values, found, err
 }
 
@@ -255,4 +292,5 @@ func (t *Tracker) Forget(kind render.RefKind, namespace, name string) {
 			delete(t.keys, id)
 		}
 	}
+	delete(t.objects, objectID{kind: kind, namespace: namespace, name: name})
 }

@@ -94,3 +94,53 @@ func TestReadKeyRemembersUntilChanged(t *testing.T) {
 		t.Errorf("Read of a deleted Secret = %v, %v, %v; want not found", values, found, err)
 	}
 }
+
+// TestReadRemembersUntilChanged: many agents rendering with one Secret cost
+// one apiserver read per change of it, not one per agent; a changed or
+// deleted Secret is never answered from memory once the watch has seen it.
+func TestReadRemembersUntilChanged(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api-key", Namespace: "default"}, StringData: map[string]string{"k": "v1"}}
+	if err := env.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64
+	tr := start(t, env, &reads)
+	read := func() map[string]string {
+		t.Helper()
+		v, _, err := tr.Read(ctx, render.KindSecret, "default", "api-key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	poll.Until(t, "the Secret to be seen", func() bool {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		return tr.GetCache().Get(ctx, client.ObjectKeyFromObject(s), m) == nil
+	})
+	if v := read(); v["k"] != "v1" {
+		t.Fatalf("values %v, want k=v1", v)
+	}
+	before := reads.Load()
+	for range 10 {
+		v := read()
+		if v["k"] != "v1" {
+			t.Fatalf("values %v, want k=v1", v)
+		}
+		v["k"] = "changed by a caller" // must not reach the next caller
+	}
+	if n := reads.Load() - before; n != 0 {
+		t.Errorf("10 reads of an unchanged Secret made %d apiserver reads, want 0", n)
+	}
+	s.Data = map[string][]byte{"k": []byte("v2")}
+	if err := env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the new value", func() bool { return read()["k"] == "v2" })
+	if err := env.Client.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the deletion", func() bool { return read() == nil })
+}

@@ -3,6 +3,7 @@ package stats
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"slices"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -24,6 +26,7 @@ import (
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	agentsv1alpha1ac "github.com/adk2goose/goose-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/internal/retry"
 	"github.com/adk2goose/goose-operator/controllers/internal/ssa"
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
@@ -55,6 +58,8 @@ type Reconciler struct {
 	Metrics *Metrics
 	// MaxConcurrentReconciles is the number of agents polled at once. Default 16.
 	MaxConcurrentReconciles int
+
+	status ssa.Status
 }
 
 // SetupWithManager registers the reconciler. It reacts to agents being
@@ -73,7 +78,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).
 		Named("gooseagent-stats").
 		For(&agentsv1alpha1.GooseAgent{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, RateLimiter: retry.Limiter()}).
 		Complete(r)
 }
 
@@ -88,6 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsNotFound(err) {
 			r.Collector.Forget(req.NamespacedName)
 			r.Metrics.forget(req.NamespacedName)
+			r.status.Forget(req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("failed to get GooseAgent: %w", err)
@@ -95,11 +101,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !a.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	next := reconcile.Result{RequeueAfter: r.Interval}
+	next := reconcile.Result{RequeueAfter: untilSlot(time.Now(), r.Interval, req.NamespacedName)}
 
 	pods, err := r.pods(ctx, &a)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if readyPods(pods) == 0 && neverWritten(&a) {
+		// Nothing to say yet: Ready already says why there is no pod to ask,
+		// and a write now would be one more per agent at a cold start.
+		return next, nil
 	}
 	var res Result
 	if readyPods(pods) == 0 {
@@ -119,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	r.Metrics.observe(req.NamespacedName, st)
-	wrote, err := ssa.ApplyStatus(ctx, r.Client, &a, FieldOwner, desired)
+	wrote, err := r.status.Apply(ctx, r.Client, &a, FieldOwner, desired)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("failed to write stats: %w", err)
 	}
@@ -127,6 +138,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		log.FromContext(ctx).V(1).Info("stats updated", "sessions", st.Sessions.Total, "tokens", st.Tokens.Total)
 	}
 	return next, nil
+}
+
+// untilSlot is the time from now until the agent's next poll. Each agent
+// polls at a fixed offset within the interval, drawn from its name, so
+// that agents created (or a manager started) at once spread their polls
+// over the interval instead of asking every pod in one burst. The next poll
+// is between half an interval and one and a half away; from the second on,
+// exactly an interval apart.
+func untilSlot(now time.Time, interval time.Duration, agent types.NamespacedName) time.Duration {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(agent.Namespace + "/" + agent.Name))
+	offset := time.Duration(h.Sum64() % uint64(interval))
+	slot := now.Truncate(interval).Add(offset)
+	for slot.Before(now.Add(interval / 2)) {
+		slot = slot.Add(interval)
+	}
+	return slot.Sub(now)
+}
+
+// neverWritten reports an agent whose status holds nothing of this
+// reconciler's: no figures and no StatsAvailable condition.
+func neverWritten(a *agentsv1alpha1.GooseAgent) bool {
+	return a.Status.StatsUpdatedAt == nil && a.Status.Budget == nil &&
+		meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionStatsAvailable) == nil
 }
 
 // token reads the sidecar's inbound token from the agent's Secret.

@@ -1,16 +1,22 @@
 // Package ssa holds the server-side-apply steps both reconcilers share:
 // telling whether a desired apply configuration differs from what a field
-// owner last applied, and applying a GooseAgent status only when it does.
+// owner last applied, and applying a GooseAgent status only when it does
+// (Status).
 package ssa
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
@@ -38,27 +44,54 @@ func Unchanged(applied, desired any) (bool, error) {
 	return equality.Semantic.DeepEqual(av, dv), nil
 }
 
-// ApplyStatus server-side-applies status as fieldOwner's part of a's status,
-// unless it makes the same status as what fieldOwner last applied, so that a
-// no-op reconcile writes nothing. Each reconciler applies under its own field
-// owner, so neither clobbers the other's fields; a field the owner applied
-// before and leaves out now is removed. It returns whether it wrote.
-func ApplyStatus(ctx context.Context, c client.Client, a *agentsv1alpha1.GooseAgent, fieldOwner string,
+// Status server-side-applies one reconciler's part of GooseAgent statuses,
+// only when it changed, so that a no-op reconcile writes nothing. Each
+// reconciler applies under its own field owner, so neither clobbers the
+// other's fields; a field the owner applied before and leaves out now is
+// removed.
+//
+// A reconcile may read an agent from a cache that has not seen this owner's
+// last write yet. Status remembers each write and the resourceVersion it
+// made, and compares against that memory until the cache holds that version
+// or a newer one; from then on it compares against what the object says, so
+// a hand edit of the owner's fields is still undone. Its zero value is ready
+// to use; it must not be copied.
+type Status struct {
+	mu   sync.Mutex
+	last map[statusKey]written
+}
+
+type statusKey struct {
+	agent      types.NamespacedName
+	fieldOwner string
+}
+
+// written is a status applied and the resourceVersion the apply made.
+type written struct {
+	status          agentsv1alpha1.GooseAgentStatus
+	resourceVersion string
+}
+
+// Apply applies status as fieldOwner's part of a's status unless it makes
+// the same status as what fieldOwner last applied. It returns whether it
+// wrote.
+func (s *Status) Apply(ctx context.Context, c client.Client, a *agentsv1alpha1.GooseAgent, fieldOwner string,
 	status *agentsv1alpha1ac.GooseAgentStatusApplyConfiguration) (bool, error) {
-	last, err := agentsv1alpha1ac.ExtractGooseAgentStatus(a, fieldOwner)
-	if err != nil {
-		return false, fmt.Errorf("failed to extract the applied status of %s: %w", fieldOwner, err)
-	}
-	// Compared as the statuses they make, not as apply configurations:
-	// extraction reads the typed object, where a zero field left out by
-	// omitempty cannot be told from an absent one.
-	was, err := AsStatus(last.Status)
+	sent, err := AsStatus(status)
 	if err != nil {
 		return false, err
 	}
-	want, err := AsStatus(status)
+	want := *sent.DeepCopy()
+	key := statusKey{agent: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, fieldOwner: fieldOwner}
+	was, remembered, err := s.lastApplied(key, a, fieldOwner)
 	if err != nil {
 		return false, err
+	}
+	if remembered {
+		// The desired conditions' transition times came from the stale
+		// copy; where a condition did not change since the remembered
+		// write, the time of that write is the true one.
+		keepTransitionTimes(&want, was)
 	}
 	if equality.Semantic.DeepEqual(was, want) {
 		return false, nil
@@ -67,7 +100,65 @@ func ApplyStatus(ctx context.Context, c client.Client, a *agentsv1alpha1.GooseAg
 	if err := c.Status().Apply(ctx, ac, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return false, fmt.Errorf("failed to apply GooseAgent status: %w", err)
 	}
+	// The apply response was decoded into ac.
+	if rv := ptr.Deref(ac.ResourceVersion, ""); rv != "" {
+		s.mu.Lock()
+		if s.last == nil {
+			s.last = map[statusKey]written{}
+		}
+		s.last[key] = written{status: sent, resourceVersion: rv}
+		s.mu.Unlock()
+	}
 	return true, nil
+}
+
+// lastApplied is the status fieldOwner last applied to a: the one
+// remembered while a is older than that write (remembered is true), else
+// the one a holds.
+func (s *Status) lastApplied(key statusKey, a *agentsv1alpha1.GooseAgent, fieldOwner string) (st agentsv1alpha1.GooseAgentStatus, remembered bool, err error) {
+	s.mu.Lock()
+	w, ok := s.last[key]
+	if ok {
+		if cmp, err := resourceversion.CompareResourceVersion(a.ResourceVersion, w.resourceVersion); err == nil && cmp < 0 {
+			s.mu.Unlock()
+			return w.status, true, nil
+		}
+		// The cache caught up (or the versions cannot be compared): the
+		// object is the truth again.
+		delete(s.last, key)
+	}
+	s.mu.Unlock()
+	last, err := agentsv1alpha1ac.ExtractGooseAgentStatus(a, fieldOwner)
+	if err != nil {
+		return st, false, fmt.Errorf("failed to extract the applied status of %s: %w", fieldOwner, err)
+	}
+	// Compared as the statuses they make, not as apply configurations:
+	// extraction reads the typed object, where a zero field left out by
+	// omitempty cannot be told from an absent one.
+	st, err = AsStatus(last.Status)
+	return st, false, err
+}
+
+// keepTransitionTimes gives each condition of want that has the same type
+// and status as one of was the transition time of that one.
+func keepTransitionTimes(want *agentsv1alpha1.GooseAgentStatus, was agentsv1alpha1.GooseAgentStatus) {
+	for i := range want.Conditions {
+		c := &want.Conditions[i]
+		if old := meta.FindStatusCondition(was.Conditions, c.Type); old != nil && old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+	}
+}
+
+// Forget drops what Status remembers of an agent that is gone.
+func (s *Status) Forget(agent types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.last {
+		if k.agent == agent {
+			delete(s.last, k)
+		}
+	}
 }
 
 // Conditions returns the conditions of the given types, in that order, as

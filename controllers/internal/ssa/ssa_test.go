@@ -108,10 +108,11 @@ func TestApplyStatusWritesOnlyChanges(t *testing.T) {
 	var writes atomic.Int64
 	c := counting(t, &writes)
 	a := newAgent(t)
+	var s ssa.Status
 	apply := func(owner string, st *agentsv1alpha1ac.GooseAgentStatusApplyConfiguration, wantWrite bool) *agentsv1alpha1.GooseAgent {
 		t.Helper()
 		before, n := get(t, a), writes.Load()
-		wrote, err := ssa.ApplyStatus(ctx, c, before, owner, st)
+		wrote, err := s.Apply(ctx, c, before, owner, st)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,6 +162,59 @@ func TestApplyStatusWritesOnlyChanges(t *testing.T) {
 	}
 }
 
+// TestApplyStatusBeforeTheCacheCatchesUp: a reconcile that reads the agent
+// from a cache that has not seen the last status write yet does not apply
+// the same status again, but still applies a different one; once the object
+// read is as new as the write, a hand edit is undone as before.
+func TestApplyStatusBeforeTheCacheCatchesUp(t *testing.T) {
+	env := testenv.Shared(t)
+	ctx := context.Background()
+	var writes atomic.Int64
+	c := counting(t, &writes)
+	a := newAgent(t)
+	var s ssa.Status
+	stale := get(t, a) // the cache's copy, never updated in this test
+	apply := func(what string, from *agentsv1alpha1.GooseAgent, st *agentsv1alpha1ac.GooseAgentStatusApplyConfiguration, want bool) {
+		t.Helper()
+		n := writes.Load()
+		wrote, err := s.Apply(ctx, c, from, mainOwner, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wrote != want || writes.Load()-n != map[bool]int64{false: 0, true: 1}[want] {
+			t.Fatalf("%s: wrote %v with %d requests, want %v", what, wrote, writes.Load()-n, want)
+		}
+	}
+	apply("first status", stale, mainStatus(0), true)
+	apply("the same status from the stale copy", stale, mainStatus(0), false)
+	apply("a new status from the stale copy", stale, mainStatus(1), true)
+	apply("it again from the stale copy", stale, mainStatus(1), false)
+
+	// A copy that shows a status, read before the next write: a reconcile
+	// that wants that status back must write it, though its copy shows it.
+	// Nothing would reconcile the agent again (status changes are filtered
+	// out), so a skipped write would leave the other status for good, e.g.
+	// Degraded/ApplyFailed after a failure that is over.
+	shows1 := get(t, a)
+	apply("a failure, from a current copy", shows1, mainStatus(0), true)
+	apply("the failure over, from the copy before it", shows1, mainStatus(1), true)
+	if got := get(t, a); got.Status.ReadyReplicas != 1 {
+		t.Fatalf("the status after the failure was not written: readyReplicas %d", got.Status.ReadyReplicas)
+	}
+
+	// A hand edit after the cache caught up is undone.
+	edited := get(t, a)
+	edited.Status.ReadyReplicas = 5
+	if err := env.Client.Status().Update(ctx, edited, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	apply("after a hand edit", get(t, a), mainStatus(1), true)
+	if got := get(t, a); got.Status.ReadyReplicas != 1 {
+		t.Fatalf("the hand edit stayed: readyReplicas %d", got.Status.ReadyReplicas)
+	}
+	apply("caught up", get(t, a), mainStatus(1), false)
+}
+
 // TestConditionsPicksTypesInOrder: only the given types, in the given order.
 func TestConditionsPicksTypesInOrder(t *testing.T) {
 	conds := []metav1.Condition{
@@ -188,10 +242,11 @@ func BenchmarkApplyStatusUnchanged(b *testing.B) {
 	env := testenv.Shared(b)
 	ctx := context.Background()
 	a := newAgent(b)
-	if _, err := ssa.ApplyStatus(ctx, env.Client, get(b, a), mainOwner, mainStatus(1)); err != nil {
+	var s ssa.Status
+	if _, err := s.Apply(ctx, env.Client, get(b, a), mainOwner, mainStatus(1)); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := ssa.ApplyStatus(ctx, env.Client, get(b, a), statsOwner, statsStatus()); err != nil {
+	if _, err := s.Apply(ctx, env.Client, get(b, a), statsOwner, statsStatus()); err != nil {
 		b.Fatal(err)
 	}
 	live := get(b, a)
@@ -203,7 +258,7 @@ func BenchmarkApplyStatusUnchanged(b *testing.B) {
 	})
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ssa.ApplyStatus(ctx, noWrites, live, mainOwner, mainStatus(1)); err != nil {
+		if _, err := s.Apply(ctx, noWrites, live, mainOwner, mainStatus(1)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -31,6 +32,9 @@ type Env struct {
 	Assets string
 
 	env *envtest.Environment
+	// certDir is the apiserver's certificate directory when Restartable
+	// chose it; removed by Stop.
+	certDir string
 }
 
 // RepoRoot returns the repository root, found from this file's location.
@@ -71,6 +75,24 @@ func WideServiceRange() Option {
 	}
 }
 
+// Restartable keeps the apiserver's serving certificates, CA and port
+// across StopAPIServer and StartAPIServer, so clients made before a restart
+// reconnect to it afterwards, as they do to a real apiserver. etcd keeps
+// running, and with it every object.
+func Restartable() Option {
+	return func(e *envtest.Environment) {
+		e.ControlPlane.GetAPIServer().CertDir = restartableCertDir
+		// A graceful stop drains the requests in flight, which on a loaded
+		// machine takes longer than envtest's default 20 s.
+		e.ControlPlaneStopTimeout = 2 * time.Minute
+	}
+}
+
+// restartableCertDir marks, in the apiserver's CertDir, that New must make
+// a directory of its own for it: envtest removes a directory it made itself
+// when the apiserver stops, and its certificates with it.
+const restartableCertDir = "\x00restartable"
+
 // New starts a control plane with the CRDs of config/crd/bases installed.
 // Call Stop when done. It returns ErrNoAssets without KUBEBUILDER_ASSETS.
 func New(opts ...Option) (*Env, error) {
@@ -88,11 +110,22 @@ func New(opts ...Option) (*Env, error) {
 	for _, o := range opts {
 		o(env)
 	}
+	var certDir string
+	if api := env.ControlPlane.GetAPIServer(); api.CertDir == restartableCertDir {
+		dir, err := os.MkdirTemp("", "testenv-apiserver-")
+		if err != nil {
+			return nil, fmt.Errorf("failed to create the apiserver's certificate dir: %w", err)
+		}
+		api.CertDir, certDir = dir, dir
+	}
 	cfg, err := env.Start()
 	if err != nil {
+		if certDir != "" {
+			_ = os.RemoveAll(certDir)
+		}
 		return nil, fmt.Errorf("failed to start envtest: %w", err)
 	}
-	e := &Env{Config: cfg, Scheme: scheme, Assets: assets, env: env}
+	e := &Env{Config: cfg, Scheme: scheme, Assets: assets, env: env, certDir: certDir}
 	if err := e.init(); err != nil {
 		_ = env.Stop()
 		return nil, err
@@ -130,7 +163,38 @@ func (e *Env) Stop() error {
 	if e.Kubeconfig != "" {
 		_ = os.RemoveAll(filepath.Dir(e.Kubeconfig))
 	}
-	return e.env.Stop()
+	err := e.env.Stop()
+	if e.certDir != "" {
+		_ = os.RemoveAll(e.certDir)
+	}
+	return err
+}
+
+// ErrNotRestartable: the control plane was started without Restartable.
+var ErrNotRestartable = errors.New("the control plane was not started with testenv.Restartable")
+
+// StopAPIServer stops kube-apiserver (SIGTERM, then waits for it to exit);
+// etcd keeps running. Only for a control plane started with Restartable.
+func (e *Env) StopAPIServer() error {
+	if e.certDir == "" {
+		return ErrNotRestartable
+	}
+	if err := e.env.ControlPlane.GetAPIServer().Stop(); err != nil {
+		return fmt.Errorf("failed to stop kube-apiserver: %w", err)
+	}
+	return nil
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, on the same
+// port with the same certificates, and waits until it is healthy.
+func (e *Env) StartAPIServer() error {
+	if e.certDir == "" {
+		return ErrNotRestartable
+	}
+	if err := e.env.ControlPlane.GetAPIServer().Start(); err != nil {
+		return fmt.Errorf("failed to start kube-apiserver: %w", err)
+	}
+	return nil
 }
 
 // Start starts a control plane for one test and stops it when the test ends.
