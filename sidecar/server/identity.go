@@ -88,7 +88,7 @@ func requestUser(r *http.Request) (user string, named bool) {
 func userFree(r *http.Request) bool {
 	p := strings.TrimSuffix(r.URL.Path, "/")
 	switch p {
-	case "/list-apps", "/version", "/metrics-info", "/stats", "/metrics", WhoAmIPath, A2APathV1, A2APathV03:
+	case "/list-apps", "/version", "/metrics-info", "/stats", "/metrics", identity.WhoAmIPath, A2APathV1, A2APathV03:
 		return true
 	}
 	seg := strings.Split(p, "/")
@@ -96,33 +96,14 @@ func userFree(r *http.Request) bool {
 	return (len(seg) == 4 && seg[1] == "dev" && seg[2] == "apps") || (len(seg) == 3 && seg[1] == "apps")
 }
 
-// WhoAmIPath answers who the sidecar takes the caller to be, behind the same
-// authentication as every other route, so that a client (goosectl ui)
-// learns the ADK user it must name.
-const WhoAmIPath = "/whoami"
-
-// WhoAmI is the JSON body of GET /whoami.
-type WhoAmI struct {
-	// Verified: the caller was verified (mode kubernetes or oidc). In mode
-	// token it is false, User is empty, and the ADK user is whatever the
-	// client names.
-	Verified bool `json:"verified"`
-	// User is the caller's ADK user: the only one it may name in paths
-	// and run bodies unless Admin.
-	User   string   `json:"user,omitempty"`
-	Groups []string `json:"groups,omitempty"`
-	// Admin: the caller is in one of the admin groups and may act for any
-	// user.
-	Admin bool `json:"admin"`
-}
-
+// whoAmI answers GET identity.WhoAmIPath.
 func (s *Server) whoAmI(w http.ResponseWriter, r *http.Request) {
 	c, ok := identity.CallerFrom(r.Context())
 	if !ok {
-		jsonhttp.Write(w, http.StatusOK, WhoAmI{})
+		jsonhttp.Write(w, http.StatusOK, identity.WhoAmI{})
 		return
 	}
-	jsonhttp.Write(w, http.StatusOK, WhoAmI{Verified: true, User: c.User, Groups: c.Groups, Admin: s.isAdmin(c)})
+	jsonhttp.Write(w, http.StatusOK, identity.WhoAmI{Verified: true, User: c.User, Groups: c.Groups, Admin: s.isAdmin(c)})
 }
 
 // callerInterceptor makes the verified caller a2asrv's user: adka2a then

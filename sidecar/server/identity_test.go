@@ -415,10 +415,10 @@ func TestAgentCardDeclaresScheme(t *testing.T) {
 // the same authentication as every route; in mode token nobody is verified,
 // and a peer's hop answers as the caller it carries.
 func TestWhoAmI(t *testing.T) {
-	whoami := func(t *testing.T, sc *sidecar, hdr map[string]string) (int, server.WhoAmI, []byte) {
+	whoami := func(t *testing.T, sc *sidecar, hdr map[string]string) (int, identity.WhoAmI, []byte) {
 		t.Helper()
-		code, body := sc.doWith(http.MethodGet, server.WhoAmIPath, nil, hdr)
-		var w server.WhoAmI
+		code, body := sc.doWith(http.MethodGet, identity.WhoAmIPath, nil, hdr)
+		var w identity.WhoAmI
 		if code == http.StatusOK {
 			if err := json.Unmarshal(body, &w); err != nil {
 				t.Fatalf("%s: %v", body, err)
@@ -430,11 +430,11 @@ func TestWhoAmI(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		hdr  map[string]string
-		want server.WhoAmI
+		want identity.WhoAmI
 	}{
-		{"alice", bearerOf(aliceToken), server.WhoAmI{Verified: true, User: alice, Groups: []string{"system:serviceaccounts"}}},
-		{"admin", bearerOf(rootToken), server.WhoAmI{Verified: true, User: "root", Groups: []string{"admins"}, Admin: true}},
-		{"peer hop", map[string]string{"Authorization": "Bearer " + testToken, identity.HeaderUser: bob}, server.WhoAmI{Verified: true, User: bob}},
+		{"alice", bearerOf(aliceToken), identity.WhoAmI{Verified: true, User: alice, Groups: []string{"system:serviceaccounts"}}},
+		{"admin", bearerOf(rootToken), identity.WhoAmI{Verified: true, User: "root", Groups: []string{"admins"}, Admin: true}},
+		{"peer hop", map[string]string{"Authorization": "Bearer " + testToken, identity.HeaderUser: bob}, identity.WhoAmI{Verified: true, User: bob}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, got, body := whoami(t, sc, tc.hdr)

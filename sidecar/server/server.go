@@ -383,7 +383,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /stats", s.stats)
-	mux.HandleFunc("GET "+WhoAmIPath, s.whoAmI)
+	mux.HandleFunc("GET "+identity.WhoAmIPath, s.whoAmI)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	if err := s.mountA2A(mux); err != nil {
 		return nil, err
