@@ -142,13 +142,11 @@ subjects:
 	poll.Within(t, 2*time.Minute, "503 for an uncached token once the review binding is gone", func() error {
 		fresh := strings.TrimSpace(e.mustKubectl(t, "", "-n", ns, "create", "token", "bob", "--audience", audience))
 		tokens = append(tokens, fresh)
+		// A 200 (the app list, which chat cannot decode as a turn) is
+		// possible for a moment: the API server's authorizer may still hold
+		// the binding after the delete. The next fresh token will tell.
 		_, last = e.chat(t, ns, clients["bob"], "get", "-url", url+"/list-apps", "-token", fresh)
-		if last == nil {
-			// The API server's authorizer may still hold the binding for a
-			// moment after the delete; the next fresh token will tell.
-			return fmt.Errorf("200 with the binding deleted (the authorizer may lag)")
-		}
-		if !strings.Contains(last.Error(), "HTTP 503") || !strings.Contains(last.Error(), "identity check unavailable") {
+		if last == nil || !strings.Contains(last.Error(), "HTTP 503") || !strings.Contains(last.Error(), "identity check unavailable") {
 			return fmt.Errorf("want 503 identity check unavailable, got %v", last)
 		}
 		return nil
@@ -157,7 +155,7 @@ subjects:
 	fresh := strings.TrimSpace(e.mustKubectl(t, "", "-n", ns, "create", "token", "alice", "--audience", audience))
 	tokens = append(tokens, fresh)
 	if _, err := e.chat(t, ns, clients["alice"], "get", "-url", url+"/list-apps", "-token", fresh); err == nil || !strings.Contains(err.Error(), "HTTP 503") {
-		t.Errorf("another uncached token during the outage: want 503, got %v", err)
+		t.Errorf("another uncached token during the outage: want 503, got %v (a decode error means 200)", err)
 	}
 	t.Logf("outage answer: %v", last)
 
