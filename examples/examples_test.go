@@ -7,6 +7,7 @@ package examples_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,12 +16,14 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -85,8 +88,7 @@ func start(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	env.WaitForAccess(t, "system:serviceaccount:"+ns+":alice", ns,
-		testenv.Access{Group: identity.RBACGroup, Resource: identity.RBACResource, Verb: identity.RBACVerb, Allowed: true})
+	waitForUse(t, env, "system:serviceaccount:"+ns+":alice", ns)
 
 	v, err := identity.NewKubernetes(identity.KubernetesConfig{REST: rest.CopyConfig(env.Config), Audience: audience, Namespace: ns, Agent: agent})
 	if err != nil {
@@ -156,5 +158,28 @@ func TestSamples(t *testing.T) {
 		if out, err := run(t, "a2a-js", "node", "client.mjs", f.url, f.tokens["mallory"], "hi"); err == nil || !strings.Contains(err.Error(), "403") {
 			t.Fatalf("mallory, without a RoleBinding: want a 403, got %q %v", out, err)
 		}
+	})
+}
+
+// waitForUse waits until the authorizer lets user use the agent "helper"
+// (gooseagents/invoke), as the sidecar's SubjectAccessReview asks: a
+// RoleBinding takes effect a moment after its create returned.
+func waitForUse(t *testing.T, env *testenv.Env, user, ns string) {
+	t.Helper()
+	poll.UntilNil(t, user+" may use the agent", func() error {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Verb: identity.RBACVerb, Group: identity.RBACGroup, Resource: identity.RBACResource,
+				Subresource: identity.RBACSubresource, Name: "helper",
+			},
+		}}
+		if err := env.Client.Create(t.Context(), sar); err != nil {
+			return err
+		}
+		if !sar.Status.Allowed {
+			return fmt.Errorf("not yet: %+v", sar.Status)
+		}
+		return nil
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -105,7 +107,7 @@ func TestUIIdentityModes(t *testing.T) {
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "alice", Namespace: ns}},
 		}))
 		alice := "system:serviceaccount:" + ns + ":alice"
-		env.WaitForAccess(t, alice, ns, testenv.Access{Group: identity.RBACGroup, Resource: identity.RBACResource, Verb: identity.RBACVerb, Allowed: true})
+		waitForUse(t, env, alice, ns)
 		v, err := identity.NewKubernetes(identity.KubernetesConfig{REST: rest.CopyConfig(env.Config), Audience: render.Audience(a), Namespace: ns, Agent: "coder"})
 		if err != nil {
 			t.Fatal(err)
@@ -300,4 +302,27 @@ func (is *testIssuer) token(t *testing.T, sub string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// waitForUse waits until the authorizer lets user use the agent "coder"
+// (gooseagents/invoke), as the sidecar's SubjectAccessReview asks: a
+// RoleBinding takes effect a moment after its create returned.
+func waitForUse(t *testing.T, env *testenv.Env, user, ns string) {
+	t.Helper()
+	poll.UntilNil(t, user+" may use the agent", func() error {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Verb: identity.RBACVerb, Group: identity.RBACGroup, Resource: identity.RBACResource,
+				Subresource: identity.RBACSubresource, Name: "coder",
+			},
+		}}
+		if err := env.Client.Create(t.Context(), sar); err != nil {
+			return err
+		}
+		if !sar.Status.Allowed {
+			return fmt.Errorf("not yet: %+v", sar.Status)
+		}
+		return nil
+	})
 }
