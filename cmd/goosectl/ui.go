@@ -277,7 +277,7 @@ func probeGet(ctx context.Context, backend *url.URL, cred *agentCredential, path
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
-		return fmt.Errorf("the agent rejected the token: %s", strings.TrimSpace(string(body)))
+		return errors.New("the agent rejected the token")
 	case resp.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("the agent refused the caller: %s", strings.TrimSpace(string(body)))
 	case resp.StatusCode != http.StatusOK:
