@@ -6,9 +6,10 @@ package controllers
 // verbs beside childKinds (children.go); beyond them it only reads the Secrets
 // and ConfigMaps a GooseAgent references (the child verbs cover its own
 // generated ones), reads pods to find each ready replica's sidecar for
-// /stats, and applies GooseAgent status. No update: nothing is written with
-// PUT.
-// +kubebuilder:rbac:groups=agents.adk2goose.dev,resources=gooseagents,verbs=get;list;watch
+// /stats, and applies GooseAgent status. It patches a GooseAgent only for the
+// review binding's finalizer (reviewbinding.go). No update: nothing is
+// written with PUT.
+// +kubebuilder:rbac:groups=agents.adk2goose.dev,resources=gooseagents,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=agents.adk2goose.dev,resources=gooseagents/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agents.adk2goose.dev,resources=gooseagents/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch

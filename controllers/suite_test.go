@@ -142,6 +142,9 @@ type harnessOpts struct {
 	wrap func(client.WithWatch) client.WithWatch
 	// stats also runs the stats reconciler, as cmd/manager does.
 	stats bool
+	// config is the manager's client configuration; the envtest admin's
+	// when nil.
+	config *rest.Config
 }
 
 func startManager(t testing.TB, o harnessOpts) *harness {
@@ -149,7 +152,11 @@ func startManager(t testing.TB, o harnessOpts) *harness {
 	e := needEnv(t)
 	w := &writeCounter{}
 	skip := true
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+	cfg := e.Config
+	if o.config != nil {
+		cfg = o.config
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

@@ -22,22 +22,26 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/adk2goose/goose-operator/internal/secretfile"
 	"github.com/adk2goose/goose-operator/internal/webui"
+	"github.com/adk2goose/goose-operator/sidecar/identity"
 )
 
-const uiUsage = `usage: goosectl ui NAME [-n NAMESPACE] [--kubeconfig FILE] [--context CTX] [--port 8000] [--no-browser] [--token-file FILE | --token TOKEN]
+const uiUsage = `usage: goosectl ui NAME [-n NAMESPACE] [--kubeconfig FILE] [--context CTX] [--port 8000] [--no-browser] [--token-file FILE | --token TOKEN | --service-account SA]
 
 Serves the ADK web UI on http://127.0.0.1:PORT/ui/ for the GooseAgent NAME: it
 port-forwards to a ready pod behind the agent's Service and proxies the UI's API
-calls there, adding the agent's token (read from its Secret unless given).
+calls there, adding the credential of the agent's auth mode: in mode token the
+agent's token (read from its Secret unless given); in mode kubernetes a token of
+the ServiceAccount --service-account names, for the agent's audience; in mode
+oidc your kubeconfig user's token. The UI opens as the ADK user the agent says
+you are (GET /whoami).
 `
 
 type uiOptions struct {
 	name, namespace, kubeconfig, context string
 	port                                 int
 	noBrowser                            bool
-	token, tokenFile                     string
+	credential                           credentialOptions
 }
 
 // parseUI accepts flags before and after NAME, as kubectl does.
@@ -55,8 +59,9 @@ func parseUI(args []string, stderr io.Writer) (*uiOptions, error) {
 	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	fs.IntVar(&o.port, "port", 8000, "local port of the UI on 127.0.0.1 (0 picks a free one)")
 	fs.BoolVar(&o.noBrowser, "no-browser", false, "do not open a browser")
-	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the agent's token, for users who may not read its Secret")
-	fs.StringVar(&o.token, "token", "", "the agent's token (visible in ps and shell history: prefer --token-file)")
+	fs.StringVar(&o.credential.tokenFile, "token-file", "", "file holding the token to send, for users who may not read the agent's Secret")
+	fs.StringVar(&o.credential.token, "token", "", "the token to send (visible in ps and shell history: prefer --token-file)")
+	fs.StringVar(&o.credential.serviceAccount, "service-account", "", "mode kubernetes: the ServiceAccount (of the agent's namespace) to act as; goosectl requests its tokens for the agent's audience")
 	var names []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -75,11 +80,22 @@ func parseUI(args []string, stderr io.Writer) (*uiOptions, error) {
 		return nil, fmt.Errorf("ui: one GooseAgent NAME expected, got %q", names)
 	case o.port < 0 || o.port > 65535:
 		return nil, fmt.Errorf("ui: --port %d is out of range", o.port)
-	case o.token != "" && o.tokenFile != "":
-		return nil, errors.New("ui: --token and --token-file are exclusive")
+	case exclusive(o.credential.token, o.credential.tokenFile, o.credential.serviceAccount) > 1:
+		return nil, errors.New("ui: --token, --token-file and --service-account are exclusive")
 	}
 	o.name = names[0]
 	return o, nil
+}
+
+// exclusive counts the non-empty values.
+func exclusive(values ...string) int {
+	n := 0
+	for _, v := range values {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // uiEnv is what runUI needs from the outside world, replaceable in tests.
@@ -115,13 +131,6 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	if err != nil {
 		return err
 	}
-	explicitToken := o.token
-	if o.tokenFile != "" {
-		if explicitToken, err = secretfile.Read(o.tokenFile, "token file"); err != nil {
-			return err
-		}
-	}
-
 	// Claim the UI port first: a busy port should fail before any cluster call.
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.port)))
 	if err != nil {
@@ -150,11 +159,9 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	if err != nil {
 		return err
 	}
-	token, tokenFrom := explicitToken, "--token/--token-file"
-	if token == "" {
-		if token, tokenFrom, err = kc.readToken(ctx, tgt.Agent); err != nil {
-			return err
-		}
+	cred, err := agentCredentialFor(ctx, kc, cfg, tgt.Agent, o.credential)
+	if err != nil {
+		return fmt.Errorf("ui: %w", err)
 	}
 
 	fwd, err := env.newForwarder(cfg)
@@ -179,14 +186,14 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	}()
 	fmt.Fprintf(env.stdout, "Forwarding %s -> pod %s/%s port %d\n", local, tgt.Pod.Namespace, tgt.Pod.Name, tgt.PodPort)
 	backend := &url.URL{Scheme: "http", Host: local}
-	apps, err := probe(ctx, backend, token)
+	apps, me, err := probe(ctx, backend, cred)
 	if err != nil {
-		return fmt.Errorf("ui: %w (token from %s)", err, tokenFrom)
+		return fmt.Errorf("ui: %w (token from %s)", err, cred.From)
 	}
 
 	origin := "http://" + ln.Addr().String()
 	h, err := webui.NewHandler(webui.Config{
-		Origin: origin, Backend: backend, Token: token,
+		Origin: origin, Backend: backend, TokenFunc: cred.Token,
 		Logger: slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -198,8 +205,15 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	go func() { served <- srv.Serve(ln) }()
 
 	uiURL := origin + webui.UIPath
-	fmt.Fprintf(env.stdout, "ADK web UI for GooseAgent %s/%s (app %s): %s\nPress Ctrl-C to stop.\n",
-		ns, o.name, strings.Join(apps, ", "), uiURL)
+	as := ""
+	if me.User != "" {
+		// The UI names its ADK user in every path and run; in an identity
+		// mode that must be the caller.
+		uiURL += "?" + url.Values{"userId": {me.User}}.Encode()
+		as = " as " + me.User
+	}
+	fmt.Fprintf(env.stdout, "ADK web UI for GooseAgent %s/%s (app %s)%s: %s\nPress Ctrl-C to stop.\n",
+		ns, o.name, strings.Join(apps, ", "), as, uiURL)
 	if env.onServing != nil {
 		env.onServing(origin)
 	}
@@ -228,32 +242,51 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 }
 
 // probe checks that the sidecar answers through the forward and accepts the
-// token, so that a bad token fails here and not as a blank UI.
-func probe(ctx context.Context, backend *url.URL, token string) ([]string, error) {
+// credential, so that a bad one fails here and not as a blank UI, and asks
+// who the agent takes the caller to be.
+func probe(ctx context.Context, backend *url.URL, cred *agentCredential) ([]string, identity.WhoAmI, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, backend.JoinPath("list-apps").String(), nil)
+	var apps []string
+	if err := probeGet(ctx, backend, cred, "list-apps", &apps); err != nil {
+		return nil, identity.WhoAmI{}, err
+	}
+	var me identity.WhoAmI
+	if err := probeGet(ctx, backend, cred, strings.TrimPrefix(identity.WhoAmIPath, "/"), &me); err != nil {
+		return nil, identity.WhoAmI{}, err
+	}
+	return apps, me, nil
+}
+
+// probeGet GETs path from the sidecar and decodes its JSON answer into out.
+func probeGet(ctx context.Context, backend *url.URL, cred *agentCredential, path string, out any) error {
+	token, err := cred.Token(ctx)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, backend.JoinPath(path).String(), nil)
+	if err != nil {
+		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := probeClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("the agent does not answer through the port-forward: %w", err)
+		return fmt.Errorf("the agent does not answer through the port-forward: %w", err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
-		return nil, errors.New("the agent rejected the token")
+		return errors.New("the agent rejected the token")
+	case resp.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("the agent refused the caller: %s", strings.TrimSpace(string(body)))
 	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("the agent answered GET /list-apps with %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("the agent answered GET /%s with %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
 	}
-	var apps []string
-	if err := json.Unmarshal(body, &apps); err != nil {
-		return nil, fmt.Errorf("the agent answered GET /list-apps with %q, not a list of apps", body)
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("the agent answered GET /%s with %q, not what goosectl expects", path, body)
 	}
-	return apps, nil
+	return nil
 }
 
 // probeClient keeps no idle connection: one would hold a stream of the

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,7 +44,7 @@ func TestParseUI(t *testing.T) {
 	// Flags on either side of NAME, single or double dash, as with kubectl.
 	o, err = parseUI([]string{"-n", "team", "coder", "--port", "0", "--no-browser", "--context=dev", "--kubeconfig", "/k", "--token-file", "/t"}, io.Discard)
 	if err != nil || o.name != "coder" || o.namespace != "team" || o.port != 0 || !o.noBrowser || o.context != "dev" ||
-		o.kubeconfig != "/k" || o.tokenFile != "/t" {
+		o.kubeconfig != "/k" || o.credential.tokenFile != "/t" {
 		t.Fatalf("%v %+v", err, o)
 	}
 	if o, err = parseUI([]string{"coder", "--namespace", "x"}, io.Discard); err != nil || o.namespace != "x" {
@@ -375,6 +376,12 @@ func TestUIAgainstAPIServer(t *testing.T) {
 // chat does what the bundled UI does on first use, through the UI server.
 func chat(t *testing.T, origin string) {
 	t.Helper()
+	chatAs(t, origin, "user")
+}
+
+// chatAs is chat as ADK user, the UI's userId.
+func chatAs(t *testing.T, origin, user string) {
+	t.Helper()
 	hc := &http.Client{Timeout: 30 * time.Second}
 	defer hc.CloseIdleConnections()
 	send := func(method, path, body string) (*http.Response, error) {
@@ -406,8 +413,8 @@ func chat(t *testing.T, origin string) {
 		t.Fatalf("apps %s", apps)
 	}
 	var sess struct{ ID string }
-	must(t, json.Unmarshal([]byte(read(send("POST", "/api/apps/coder/users/user/sessions", "null"))), &sess))
-	resp, err := send("POST", "/api/run_sse", `{"appName":"coder","userId":"user","sessionId":"`+sess.ID+
+	must(t, json.Unmarshal([]byte(read(send("POST", "/api/apps/coder/users/"+url.PathEscape(user)+"/sessions", "null"))), &sess))
+	resp, err := send("POST", "/api/run_sse", `{"appName":"coder","userId":"`+user+`","sessionId":"`+sess.ID+
 		`","newMessage":{"role":"user","parts":[{"text":"ping pong"}]},"streaming":true}`)
 	if err != nil {
 		t.Fatal(err)

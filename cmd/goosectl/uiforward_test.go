@@ -128,11 +128,11 @@ func TestSPDYForwarder(t *testing.T) {
 	if !strings.HasPrefix(local, "127.0.0.1:") {
 		t.Fatalf("local end %s", local)
 	}
-	apps, err := probe(ctx, urlOf(local), token)
-	if err != nil || len(apps) != 1 || apps[0] != "coder" {
-		t.Fatalf("probe: %v %v", apps, err)
+	apps, me, err := probe(ctx, urlOf(local), staticCredential("test", token))
+	if err != nil || len(apps) != 1 || apps[0] != "coder" || me.Verified {
+		t.Fatalf("probe: %v %+v %v", apps, me, err)
 	}
-	if _, err := probe(ctx, urlOf(local), "wrong"); err == nil || !strings.Contains(err.Error(), "rejected the token") {
+	if _, _, err := probe(ctx, urlOf(local), staticCredential("test", "wrong")); err == nil || !strings.Contains(err.Error(), "rejected the token") {
 		t.Fatalf("wrong token: %v", err)
 	}
 	fake.mu.Lock()

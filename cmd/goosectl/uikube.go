@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -40,6 +41,10 @@ type kubeClients struct {
 func newKubeClients(cfg *rest.Config) (*kubeClients, error) {
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	// TokenRequest, posted to the core group's serviceaccounts/token.
+	if err := authenticationv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	if err := agentsv1alpha1.AddToScheme(scheme); err != nil {

@@ -10,6 +10,8 @@ package stats
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,14 +32,25 @@ type Sample struct {
 		Total  int64 `json:"total"`
 		Active int64 `json:"active"`
 	} `json:"sessions"`
-	Users  int64 `json:"users"`
-	Tokens struct {
+	Users int64 `json:"users"`
+	// UserHashes name up to maxUserHashes of those users by a keyed hash
+	// (the sidecar's server.UserHash), so that a user with sessions on two
+	// replicas counts once. Decoded into userKeys.
+	UserHashes []string `json:"userHashes,omitempty"`
+	Tokens     struct {
 		Input  int64 `json:"input"`
 		Output int64 `json:"output"`
 		Total  int64 `json:"total"`
 	} `json:"tokens"`
 	Budget *BudgetSample `json:"budget,omitempty"`
+
+	// userKeys are UserHashes as numbers: what the collector keeps of each
+	// pod, 8 bytes a user.
+	userKeys []uint64
 }
+
+// maxUserHashes is the most user hashes a sidecar sends (server.MaxUserHashes).
+const maxUserHashes = 1000
 
 // Pod is one replica of an agent. URL is its sidecar's /stats URL, empty when
 // the pod has no IP or is not ready (it then keeps its last known figures).
@@ -46,7 +59,8 @@ type Pod struct {
 	URL  string
 }
 
-// Totals are an agent's figures, summed over its pods.
+// Totals are an agent's figures, summed over its pods; Users counts each
+// user once (countUsers).
 type Totals struct {
 	SessionsTotal, SessionsActive, Users   int64
 	TokensInput, TokensOutput, TokensTotal int64
@@ -147,6 +161,7 @@ func (c *Collector) Collect(ctx context.Context, agent types.NamespacedName, tok
 	prev := c.agents[agent]
 	next := make(map[string]podFigures, len(pods))
 	var res Result
+	var users userCount
 	for _, a := range answers {
 		f, had := prev[a.pod]
 		if a.err == nil {
@@ -160,6 +175,7 @@ func (c *Collector) Collect(ctx context.Context, agent types.NamespacedName, tok
 		next[a.pod] = f
 		res.Known = true
 		res.Totals.add(f.sample)
+		users.add(f.sample)
 		if f.at.After(res.CollectedAt) {
 			res.CollectedAt = f.at
 		}
@@ -169,9 +185,31 @@ func (c *Collector) Collect(ctx context.Context, agent types.NamespacedName, tok
 	} else {
 		c.agents[agent] = next
 	}
+	res.Totals.Users = users.total()
 	sort.Strings(res.Stale)
 	return res
 }
+
+// userCount counts an agent's distinct users over its pods: the union of
+// the pods' user hashes, plus the users a pod counted beyond the hashes it
+// sent (more than maxUserHashes, or a sidecar that sends none), which may
+// count a user twice. Exact while no pod has more than maxUserHashes users.
+type userCount struct {
+	seen  map[uint64]struct{}
+	extra int64
+}
+
+func (u *userCount) add(s Sample) {
+	if u.seen == nil {
+		u.seen = map[uint64]struct{}{}
+	}
+	for _, k := range s.userKeys {
+		u.seen[k] = struct{}{}
+	}
+	u.extra += max(0, s.Users-int64(len(s.userKeys)))
+}
+
+func (u *userCount) total() int64 { return int64(len(u.seen)) + u.extra }
 
 // Forget drops what is known of an agent (it was deleted).
 func (c *Collector) Forget(agent types.NamespacedName) {
@@ -183,7 +221,6 @@ func (c *Collector) Forget(agent types.NamespacedName) {
 func (t *Totals) add(s Sample) {
 	t.SessionsTotal += s.Sessions.Total
 	t.SessionsActive += s.Sessions.Active
-	t.Users += s.Users
 	t.TokensInput += s.Tokens.Input
 	t.TokensOutput += s.Tokens.Output
 	t.TokensTotal += s.Tokens.Total
@@ -229,6 +266,18 @@ func (c *Collector) fetch(ctx context.Context, url, token string) (Sample, error
 	if b := s.Budget; b != nil && (b.Used.Input < 0 || b.Used.Output < 0 || b.Used.Total < 0) {
 		return Sample{}, errors.New("stats hold a negative budget count")
 	}
+	if s.Users < 0 || len(s.UserHashes) > maxUserHashes {
+		return Sample{}, fmt.Errorf("stats hold %d users with %d user hashes (at most %d)", s.Users, len(s.UserHashes), maxUserHashes)
+	}
+	s.userKeys = make([]uint64, 0, len(s.UserHashes))
+	for _, h := range s.UserHashes {
+		b, err := hex.DecodeString(h)
+		if err != nil || len(b) != 8 {
+			return Sample{}, fmt.Errorf("stats hold a user hash %.40q that is not 8 bytes in hex", h)
+		}
+		s.userKeys = append(s.userKeys, binary.BigEndian.Uint64(b))
+	}
+	s.UserHashes = nil
 	return s, nil
 }
 

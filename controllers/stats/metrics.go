@@ -14,6 +14,7 @@ import (
 type Metrics struct {
 	sessions       *prometheus.GaugeVec
 	activeSessions *prometheus.GaugeVec
+	users          *prometheus.GaugeVec
 	tokens         *prometheus.GaugeVec
 	stale          *prometheus.GaugeVec
 	budgetUsed     *prometheus.GaugeVec
@@ -31,6 +32,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		activeSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goose_operator_agent_active_sessions", Help: "Sessions of a GooseAgent with a reply in flight or used recently.",
 		}, labels),
+		users: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goose_operator_agent_users", Help: "Distinct ADK users with a session on a GooseAgent, each counted once across its replicas (user ids are never labels).",
+		}, labels),
 		tokens: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goose_operator_agent_tokens", Help: "LLM tokens a GooseAgent has used, by direction (input, output, total), as goose counts them.",
 		}, append(labels, "direction")),
@@ -44,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "goose_operator_agent_budget_exhausted", Help: "1 while a GooseAgent's token budget is spent and its sidecars refuse new turns.",
 		}, labels),
 	}
-	for _, c := range []prometheus.Collector{m.sessions, m.activeSessions, m.tokens, m.stale, m.budgetUsed, m.budgetSpent} {
+	for _, c := range []prometheus.Collector{m.sessions, m.activeSessions, m.users, m.tokens, m.stale, m.budgetUsed, m.budgetSpent} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -59,6 +63,7 @@ func (m *Metrics) observe(k types.NamespacedName, st agentsv1alpha1.GooseAgentSt
 	}
 	m.sessions.WithLabelValues(k.Namespace, k.Name).Set(float64(st.Sessions.Total))
 	m.activeSessions.WithLabelValues(k.Namespace, k.Name).Set(float64(st.Sessions.Active))
+	m.users.WithLabelValues(k.Namespace, k.Name).Set(float64(st.Sessions.Users))
 	m.tokens.WithLabelValues(k.Namespace, k.Name, "input").Set(float64(st.Tokens.Input))
 	m.tokens.WithLabelValues(k.Namespace, k.Name, "output").Set(float64(st.Tokens.Output))
 	m.tokens.WithLabelValues(k.Namespace, k.Name, "total").Set(float64(st.Tokens.Total))
@@ -91,6 +96,7 @@ func (m *Metrics) forget(k types.NamespacedName) {
 	l := prometheus.Labels{"namespace": k.Namespace, "name": k.Name}
 	m.sessions.DeletePartialMatch(l)
 	m.activeSessions.DeletePartialMatch(l)
+	m.users.DeletePartialMatch(l)
 	m.tokens.DeletePartialMatch(l)
 	m.stale.DeletePartialMatch(l)
 	m.budgetUsed.DeletePartialMatch(l)

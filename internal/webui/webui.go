@@ -5,6 +5,7 @@
 package webui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,9 @@ type Config struct {
 	Backend *url.URL
 	// Token is sent to the sidecar as `Authorization: Bearer`.
 	Token string
+	// TokenFunc, when set instead of Token, gives the token for each
+	// request, so that one with a lifetime can be renewed behind it.
+	TokenFunc func(context.Context) (string, error)
 	// Logger gets proxy errors; nil discards them.
 	Logger *slog.Logger
 }
@@ -50,8 +54,12 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	if cfg.Backend == nil || cfg.Backend.Host == "" {
 		return nil, errors.New("webui: backend URL is required")
 	}
-	if cfg.Token == "" {
+	tokens := cfg.TokenFunc
+	switch {
+	case tokens == nil && cfg.Token == "":
 		return nil, errors.New("webui: token is required")
+	case tokens == nil:
+		tokens = func(context.Context) (string, error) { return cfg.Token, nil }
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -71,14 +79,31 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	}
 
 	m := http.NewServeMux()
-	m.Handle(APIPrefix+"/", newProxy(cfg.Backend, cfg.Token, log))
+	m.Handle(APIPrefix+"/", withToken(newProxy(cfg.Backend, log), tokens, log))
 	m.Handle("/", router)
 	return guard(m, origin.Host), nil
 }
 
-// newProxy forwards /api/* to the sidecar. FlushInterval -1 writes each
-// /run_sse frame to the browser as soon as the sidecar sends it.
-func newProxy(backend *url.URL, token string, log *slog.Logger) http.Handler {
+type tokenKey struct{}
+
+// withToken gets the token for a request before the proxy sends it, and
+// answers 502 when there is none (a renewal that failed).
+func withToken(next http.Handler, tokens func(context.Context) (string, error), log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, err := tokens(r.Context())
+		if err != nil {
+			log.Warn("no token for the agent", "path", r.URL.Path, "err", err)
+			http.Error(w, "goosectl ui: no token for the agent: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, token)))
+	})
+}
+
+// newProxy forwards /api/* to the sidecar with the token withToken got.
+// FlushInterval -1 writes each /run_sse frame to the browser as soon as the
+// sidecar sends it.
+func newProxy(backend *url.URL, log *slog.Logger) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			out := pr.Out
@@ -94,6 +119,7 @@ func newProxy(backend *url.URL, token string, log *slog.Logger) http.Handler {
 				q.Del("api_key")
 				out.URL.RawQuery = q.Encode()
 			}
+			token, _ := pr.In.Context().Value(tokenKey{}).(string)
 			out.Header.Set("Authorization", "Bearer "+token)
 			relay.LimitBody(out)
 		},

@@ -2,7 +2,9 @@ package webui_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -295,4 +297,51 @@ func TestDrivesRealSidecar(t *testing.T) {
 		t.Fatalf("get session %d %s", resp.StatusCode, body)
 	}
 	client.CloseIdleConnections()
+}
+
+// TestTokenFunc: with TokenFunc each request carries the token it gives
+// now (a renewed one as soon as it changes), and a request it has none for
+// gets 502 without reaching the sidecar.
+func TestTokenFunc(t *testing.T) {
+	var mu sync.Mutex
+	current, failure := "first", error(nil)
+	got := make(chan string, 4)
+	rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer rec.Close()
+	backend, _ := url.Parse(rec.URL)
+	ts := httptest.NewUnstartedServer(nil)
+	origin := "http://" + ts.Listener.Addr().String()
+	h, err := webui.NewHandler(webui.Config{Origin: origin, Backend: backend, TokenFunc: func(context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return current, failure
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Config.Handler = h
+	ts.Start()
+	defer ts.Close()
+
+	for _, want := range []string{"first", "renewed"} {
+		mu.Lock()
+		current = want
+		mu.Unlock()
+		if resp, body := do(t, "GET", origin+"/api/list-apps", "", nil); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		if a := <-got; a != "Bearer "+want {
+			t.Fatalf("authorization %q, want the token of now, %q", a, want)
+		}
+	}
+	mu.Lock()
+	failure = errors.New("TokenRequest refused")
+	mu.Unlock()
+	resp, body := do(t, "GET", origin+"/api/list-apps", "", nil)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "TokenRequest refused") || len(got) != 0 {
+		t.Fatalf("%d %s (%d requests reached the sidecar)", resp.StatusCode, body, len(got))
+	}
 }

@@ -132,3 +132,23 @@ func FromHop(r *http.Request) (Caller, bool) {
 	}
 	return Caller{User: u, Groups: r.Header.Values(HeaderGroup)}, true
 }
+
+// WhoAmIPath is the sidecar's route that answers who it takes the caller
+// to be (WhoAmI), behind the same authentication as every other route, so
+// that a client (goosectl ui) learns the ADK user it must name.
+const WhoAmIPath = "/whoami"
+
+// WhoAmI is the JSON body of GET /whoami.
+type WhoAmI struct {
+	// Verified: the caller was verified (mode kubernetes or oidc). In mode
+	// token it is false, User is empty, and the ADK user is whatever the
+	// client names.
+	Verified bool `json:"verified"`
+	// User is the caller's ADK user: the only one it may name in paths
+	// and run bodies unless Admin.
+	User   string   `json:"user,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+	// Admin: the caller is in one of the admin groups and may act for any
+	// user.
+	Admin bool `json:"admin"`
+}

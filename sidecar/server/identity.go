@@ -13,6 +13,7 @@ import (
 	adka2a "google.golang.org/adk/server/adka2a/v2"
 
 	"github.com/adk2goose/goose-operator/sidecar/identity"
+	"github.com/adk2goose/goose-operator/sidecar/internal/jsonhttp"
 )
 
 const codeForbidden = "FORBIDDEN"
@@ -87,12 +88,22 @@ func requestUser(r *http.Request) (user string, named bool) {
 func userFree(r *http.Request) bool {
 	p := strings.TrimSuffix(r.URL.Path, "/")
 	switch p {
-	case "/list-apps", "/version", "/metrics-info", "/stats", "/metrics", A2APathV1, A2APathV03:
+	case "/list-apps", "/version", "/metrics-info", "/stats", "/metrics", identity.WhoAmIPath, A2APathV1, A2APathV03:
 		return true
 	}
 	seg := strings.Split(p, "/")
 	// /dev/apps/{app} and /apps/{app}: the app itself.
 	return (len(seg) == 4 && seg[1] == "dev" && seg[2] == "apps") || (len(seg) == 3 && seg[1] == "apps")
+}
+
+// whoAmI answers GET identity.WhoAmIPath.
+func (s *Server) whoAmI(w http.ResponseWriter, r *http.Request) {
+	c, ok := identity.CallerFrom(r.Context())
+	if !ok {
+		jsonhttp.Write(w, http.StatusOK, identity.WhoAmI{})
+		return
+	}
+	jsonhttp.Write(w, http.StatusOK, identity.WhoAmI{Verified: true, User: c.User, Groups: c.Groups, Admin: s.isAdmin(c)})
 }
 
 // callerInterceptor makes the verified caller a2asrv's user: adka2a then

@@ -410,3 +410,51 @@ func TestAgentCardDeclaresScheme(t *testing.T) {
 		})
 	}
 }
+
+// TestWhoAmI: GET /whoami names the verified caller as its ADK user, behind
+// the same authentication as every route; in mode token nobody is verified,
+// and a peer's hop answers as the caller it carries.
+func TestWhoAmI(t *testing.T) {
+	whoami := func(t *testing.T, sc *sidecar, hdr map[string]string) (int, identity.WhoAmI, []byte) {
+		t.Helper()
+		code, body := sc.doWith(http.MethodGet, identity.WhoAmIPath, nil, hdr)
+		var w identity.WhoAmI
+		if code == http.StatusOK {
+			if err := json.Unmarshal(body, &w); err != nil {
+				t.Fatalf("%s: %v", body, err)
+			}
+		}
+		return code, w, body
+	}
+	sc := startSidecar(t, flavours[0].start(t, nil), t.TempDir(), withIdentity)
+	for _, tc := range []struct {
+		name string
+		hdr  map[string]string
+		want identity.WhoAmI
+	}{
+		{"alice", bearerOf(aliceToken), identity.WhoAmI{Verified: true, User: alice, Groups: []string{"system:serviceaccounts"}}},
+		{"admin", bearerOf(rootToken), identity.WhoAmI{Verified: true, User: "root", Groups: []string{"admins"}, Admin: true}},
+		{"peer hop", map[string]string{"Authorization": "Bearer " + testToken, identity.HeaderUser: bob}, identity.WhoAmI{Verified: true, User: bob}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, got, body := whoami(t, sc, tc.hdr)
+			if code != http.StatusOK || got.User != tc.want.User || got.Verified != tc.want.Verified || got.Admin != tc.want.Admin ||
+				strings.Join(got.Groups, ",") != strings.Join(tc.want.Groups, ",") {
+				t.Fatalf("%d %s, want %+v", code, body, tc.want)
+			}
+		})
+	}
+	for _, hdr := range []map[string]string{nil, bearerOf("nobody's-token")} {
+		if code, _, body := whoami(t, sc, hdr); code != http.StatusUnauthorized {
+			t.Fatalf("an unknown caller: %d %s, want 401", code, body)
+		}
+	}
+
+	tokenMode := startSidecar(t, flavours[0].start(t, nil), t.TempDir())
+	if code, got, body := whoami(t, tokenMode, bearerOf(testToken)); code != http.StatusOK || got.Verified || got.User != "" {
+		t.Fatalf("mode token: %d %s, want an unverified answer naming no user", code, body)
+	}
+	if code, _, body := whoami(t, tokenMode, bearerOf("wrong")); code != http.StatusUnauthorized {
+		t.Fatalf("mode token, wrong token: %d %s, want 401", code, body)
+	}
+}

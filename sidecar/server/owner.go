@@ -22,6 +22,11 @@ func (s *Server) countUsers(ctx context.Context) (int, error) {
 	return adkcompat.CountUsers(ctx, s.sessDBs[len(s.sessDBs)-1], s.cfg.AppName)
 }
 
+// listUsers lists up to limit distinct ADK users with a session on this pod.
+func (s *Server) listUsers(ctx context.Context, limit int) ([]string, error) {
+	return adkcompat.ListUsers(ctx, s.sessDBs[len(s.sessDBs)-1], s.cfg.AppName, limit)
+}
+
 // OwnsTask tells peers whether this pod runs or ran the A2A task.
 func (s *Server) OwnsTask(ctx context.Context, task string) (bool, error) {
 	_, err := s.tasks.Get(ctx, a2a.TaskID(task))

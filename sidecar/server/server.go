@@ -2,6 +2,7 @@
 //
 //	/healthz, /readyz            open; process and goose health
 //	/stats                       JSON session and token figures (see Stats)
+//	/whoami                      the caller's ADK user, as authentication found it (see WhoAmI)
 //	/metrics                     Prometheus
 //	/.well-known/agent-card.json A2A card (open: it holds no secret and tells clients how to authenticate)
 //	/a2a/v1/invoke               A2A 1.0 JSON-RPC (a2a-go v2 a2asrv + adk-go adka2a/v2)
@@ -392,6 +393,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /stats", s.stats)
+	mux.HandleFunc("GET "+identity.WhoAmIPath, s.whoAmI)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	if err := s.mountA2A(mux); err != nil {
 		return nil, err

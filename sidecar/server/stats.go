@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"time"
@@ -35,13 +38,31 @@ type Stats struct {
 	Sessions SessionStats `json:"sessions"`
 	// Users counts the distinct ADK users with a session on this pod: in
 	// an identity mode, the callers who used the agent.
-	Users               int        `json:"users"`
+	Users int `json:"users"`
+	// UserHashes name up to MaxUserHashes of those users (UserHash), so
+	// that the operator counts a user with sessions on two replicas once:
+	// complete while Users is at most MaxUserHashes.
+	UserHashes          []string   `json:"userHashes,omitempty"`
 	Tokens              TokenStats `json:"tokens"`
 	ActiveWindowSeconds float64    `json:"activeWindowSeconds"`
 	GeneratedAt         time.Time  `json:"generatedAt"`
 	// Budget is the agent's token budget and its use in the current period,
 	// as this pod knows it; absent without a budget.
 	Budget *budget.Status `json:"budget,omitempty"`
+}
+
+// MaxUserHashes bounds Stats.UserHashes: a /stats body stays under about
+// 19 KiB.
+const MaxUserHashes = 1000
+
+// UserHash is how /stats names an ADK user: the first 8 bytes of its
+// HMAC-SHA256 keyed with the agent's token, in hex. Every pod of an agent
+// has the same token, so a user has one hash across replicas, and no one
+// without the token can test a guessed name against it.
+func UserHash(key, user string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(user))
+	return hex.EncodeToString(m.Sum(nil)[:8])
 }
 
 // SessionStats is Stats.Sessions.
@@ -69,6 +90,13 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 	st.Sessions.Total = len(list.Sessions)
 	if st.Users, err = s.countUsers(ctx); err != nil {
 		return st, err
+	}
+	users, err := s.listUsers(ctx, MaxUserHashes)
+	if err != nil {
+		return st, err
+	}
+	for _, u := range users {
+		st.UserHashes = append(st.UserHashes, UserHash(s.cfg.AuthToken, u))
 	}
 
 	active := s.activity.snapshot()

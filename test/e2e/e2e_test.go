@@ -54,6 +54,7 @@ func TestE2E(t *testing.T) {
 		t.Run("5-two-replicas", func(t *testing.T) { timed(t); e.twoReplicas(t, pod) })
 		t.Run("9-runtime-mcp", func(t *testing.T) { timed(t); e.runtimeMCP(t, pod) })
 	}
+	t.Run("10-identity", func(t *testing.T) { timed(t); e.identity(t) })
 	t.Run("6-restricted", func(t *testing.T) { timed(t); e.restricted(t) })
 	t.Run("8-invalid-spec", func(t *testing.T) { timed(t); e.invalidSpec(t) })
 	t.Run("7-delete", func(t *testing.T) { timed(t); e.deleteAgent(t) })

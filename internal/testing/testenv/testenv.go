@@ -158,6 +158,17 @@ func (e *Env) init() error {
 	return nil
 }
 
+// AddUser returns a client configuration for a new user of the control
+// plane, authenticated by a client certificate, with no rights of its own:
+// a test binds it to the role it means to check.
+func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, e.Config)
+	if err != nil {
+		return nil, fmt.Errorf("failed to add user %s: %w", name, err)
+	}
+	return u.Config(), nil
+}
+
 // Stop stops the control plane and removes the kubeconfig.
 func (e *Env) Stop() error {
 	if e.Kubeconfig != "" {

@@ -75,6 +75,28 @@ func CountUsers(ctx context.Context, db *sql.DB, app string) (int, error) {
 	return n, nil
 }
 
+// ListUsers lists up to limit distinct ADK users with a session of app, in
+// byte order.
+func ListUsers(ctx context.Context, db *sql.DB, app string, limit int) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT DISTINCT user_id FROM sessions WHERE app_name = ? ORDER BY user_id LIMIT ?", app, limit)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list users: %w", err)
+	}
+	defer rows.Close()
+	var users []string
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			return nil, fmt.Errorf("failed to list users: %w", err)
+		}
+		users = append(users, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("failed to list users: %w", err)
+	}
+	return users, nil
+}
+
 // StoredTime is t as the database session service stores an event's
 // timestamp: in whole microseconds.
 //

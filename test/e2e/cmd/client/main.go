@@ -2,6 +2,9 @@
 // that its requests reach an agent through the cluster's Service routing and
 // DNS as an in-cluster ADK client's would. It prints one JSON object.
 //
+// Every command takes -token T, or -token-file F: a file read again for
+// each request, as a projected ServiceAccount token the kubelet renews.
+//
 //	client rest -url URL -token T -app APP -user U -session S -text TEXT
 //	    one turn over the ADK REST API (POST /run_sse), creating the session
 //	    first when -create is given
@@ -92,6 +95,7 @@ func run(ctx context.Context, args []string) (*Result, error) {
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	url := fs.String("url", "", "the agent's base URL, e.g. http://NAME.NS.svc:8080")
 	token := fs.String("token", "", "the agent's bearer token")
+	tokenFile := fs.String("token-file", "", "a file holding the bearer token, read for each request (a projected ServiceAccount token)")
 	text := fs.String("text", "hello", "the user's message")
 	app := fs.String("app", "", "ADK app name (rest)")
 	user := fs.String("user", "e2e", "ADK user id (rest)")
@@ -112,7 +116,11 @@ func run(ctx context.Context, args []string) (*Result, error) {
 	if *insecure {
 		base.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // e2e only: a self-signed in-cluster endpoint
 	}
-	hc := &http.Client{Transport: bearer.Transport{Token: *token, Base: base}}
+	var transport http.RoundTripper = bearer.Transport{Token: *token, Base: base}
+	if *tokenFile != "" {
+		transport = fileBearer{path: *tokenFile, base: base}
+	}
+	hc := &http.Client{Transport: transport}
 	switch args[0] {
 	case "get":
 		return nil, get(ctx, hc, *url)
@@ -137,6 +145,23 @@ func run(ctx context.Context, args []string) (*Result, error) {
 		return runA2A(ctx, hc, cards, *text)
 	}
 	return nil, fmt.Errorf("unknown command %q", args[0])
+}
+
+// fileBearer sends the token in path, read for each request: the kubelet
+// replaces a projected token before it expires.
+type fileBearer struct {
+	path string
+	base http.RoundTripper
+}
+
+func (f fileBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	b, err := os.ReadFile(f.path)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the token file: %w", err)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
+	return f.base.RoundTrip(r)
 }
 
 // createAtOnce creates sessions prefix-0 … prefix-(n-1), sending every

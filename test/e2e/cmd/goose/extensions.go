@@ -70,6 +70,8 @@ type extensionHost struct {
 
 	mu       sync.Mutex
 	sessions map[string][]*runningExtension
+	// dirs is each session's working directory, as session/new named it.
+	dirs map[string]string
 }
 
 func newExtensionHost(configPaths []string) *extensionHost {
@@ -78,7 +80,15 @@ func newExtensionHost(configPaths []string) *extensionHost {
 		// goose's MCP client names itself after the goose binary's version.
 		client:   mcp.NewClient(&mcp.Implementation{Name: "goose", Version: goosetest.ServeVersion}, nil),
 		sessions: map[string][]*runningExtension{},
+		dirs:     map[string]string{},
 	}
+}
+
+// WorkingDir is the session's working directory; "" when unknown.
+func (h *extensionHost) WorkingDir(sessionID string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dirs[sessionID]
 }
 
 // gooseConfigPaths are goose's config layers, lowest precedence first
@@ -184,6 +194,7 @@ func (h *extensionHost) Activate(sessionID, workingDir string) []goosetest.Exten
 	}
 	h.mu.Lock()
 	h.sessions[sessionID] = running
+	h.dirs[sessionID] = workingDir
 	h.mu.Unlock()
 	return results
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +18,7 @@ import (
 type toolHost interface {
 	Tools(sessionID string) []string
 	Call(sessionID, name string, args json.RawMessage) (string, bool)
+	WorkingDir(sessionID string) string
 }
 
 // newScript is the stand-in's model. It echoes the user's text, except for
@@ -27,12 +30,18 @@ type toolHost interface {
 //	                     goose runs through the extension's MCP server
 //	slow N               N deltas a second apart, then "slow done": a turn
 //	                     still running when a test stops the pod
+//	write NAME TEXT      writes TEXT to the file NAME of the session's
+//	                     working directory, as goose's shell would
+//	read NAME            the content of that file, or "NAME: no such file"
 //
 // Every reply ends naming the pod and the goose session that answered, so
 // tests see where a turn ran.
 func newScript(host toolHost, pod string) goosetest.Script {
 	return func(sessionID, text string) goosetest.Reply {
 		r := toolReply(host, sessionID, strings.TrimSpace(text))
+		if r == nil {
+			r = fileReply(host.WorkingDir(sessionID), strings.TrimSpace(text))
+		}
 		if r == nil {
 			r = slowReply(strings.TrimSpace(text))
 		}
@@ -89,6 +98,35 @@ func slowReply(text string) *goosetest.Reply {
 	r.Steps = append(r.Steps, goosetest.Step{Text: "slow done"},
 		goosetest.Step{Usage: &goosetest.UsageStep{Input: int64(10 + len(text)), Output: int64(n + 2)}})
 	return r
+}
+
+// fileReply answers "write NAME TEXT" and "read NAME" in dir, nil for
+// other texts. NAME is one path element: the files stay in dir.
+func fileReply(dir, text string) *goosetest.Reply {
+	verb, rest, _ := strings.Cut(text, " ")
+	name, content, _ := strings.Cut(strings.TrimSpace(rest), " ")
+	if (verb != "write" && verb != "read") || name == "" {
+		return nil
+	}
+	usage := goosetest.Step{Usage: &goosetest.UsageStep{Input: int64(10 + len(text)), Output: 8}}
+	reply := func(s string) *goosetest.Reply {
+		return &goosetest.Reply{Steps: []goosetest.Step{{Text: s}, usage}}
+	}
+	if dir == "" || name != filepath.Base(name) || name == "." || name == ".." {
+		return reply("cannot use file " + name + " in working directory " + dir)
+	}
+	path := filepath.Join(dir, name)
+	if verb == "write" {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			return reply("write failed: " + err.Error())
+		}
+		return reply("wrote " + name + " in " + dir)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return reply(name + ": no such file in " + dir)
+	}
+	return reply(name + ": " + string(b))
 }
 
 // toolCallID is a provider-style tool call id, unique per call.

@@ -28,8 +28,8 @@ type SessionStatsApplyConfiguration struct {
 	// Active is the number of sessions with a reply in flight or used recently.
 	Active *int64 `json:"active,omitempty"`
 	// Users is the number of distinct ADK users with a session (in modes
-	// kubernetes and oidc, the callers who used the agent), summed over the
-	// replicas: a user with sessions on two replicas counts twice.
+	// kubernetes and oidc, the callers who used the agent), each counted
+	// once across the replicas (exact while no replica has more than 1,000).
 	Users *int64 `json:"users,omitempty"`
 }
 
