@@ -222,6 +222,14 @@ type Config struct {
 	// Until a turn uses it only this process knows it: Controller.Close
 	// deletes it from goose.
 	StartGooseOnCreate bool
+	// AdmitLiveTurn, when set, is asked before each turn of a live session
+	// (RunLive) that would start a goose reply; an answer to a tool
+	// confirmation continues one and is not asked about. An error ends that
+	// turn with an error event and the live session goes on. An error with
+	// an ErrorCode() string method sets the event's ErrorCode. (Before and
+	// after agent callbacks do not run for live turns: adk-go's runner
+	// runs them around Run only.)
+	AdmitLiveTurn func(ctx context.Context, key SessionKey) error
 }
 
 // Workspaces chooses and prepares the working directory of ADK sessions.
@@ -282,7 +290,7 @@ func NewWithController(cfg Config) (agent.Agent, *Controller, error) {
 		g.cancelStarts()
 		return nil, nil, fmt.Errorf("failed to create goose agent: %w", err)
 	}
-	return a, &Controller{g: g}, nil
+	return &liveGoose{Agent: a, g: g}, &Controller{g: g}, nil
 }
 
 type gooseAgent struct {

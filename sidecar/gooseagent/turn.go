@@ -389,9 +389,14 @@ func (t *turn) finish(reason string, err error) {
 		err = context.Cause(t.ic)
 	}
 	if err != nil && t.ic.Err() != nil {
-		// The client is gone: the runner could not persist the event anyway.
-		t.errorCode = ErrorCodeCancelled
-		return
+		cause := context.Cause(t.ic)
+		if !errors.Is(cause, errLiveStopped) {
+			// The client is gone: the runner could not persist the event anyway.
+			t.errorCode = ErrorCodeCancelled
+			return
+		}
+		// A live client stopped the turn and waits for its end.
+		err = cause
 	}
 	parts := t.takeText()
 	ev := t.newEvent(&genai.Content{Role: genai.RoleModel, Parts: parts})
@@ -526,7 +531,10 @@ var errNoText = errors.New("the message has no text part (goose accepts text)")
 
 func errorCode(err error) string {
 	var ae *goose.AgentError
+	var coded interface{ ErrorCode() string }
 	switch {
+	case errors.As(err, &coded):
+		return coded.ErrorCode()
 	case errors.Is(err, errNoText), errors.Is(err, errBadConfirmation):
 		return ErrorCodeBadRequest
 	case errors.Is(err, ErrConfirmationNotPending):
