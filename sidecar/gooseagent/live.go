@@ -141,6 +141,14 @@ func (s *liveSession) fail(err error) error {
 	return err
 }
 
+// reports tells whether a turn ended by cause still has a consumer to
+// tell: not when the live session was closed or failed.
+func (s *liveSession) reports(cause error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fatal == nil && !errors.Is(cause, errLiveClosed)
+}
+
 // interrupt stops the running turn, or notes a stop between turns.
 func (s *liveSession) interrupt() {
 	s.mu.Lock()
@@ -225,7 +233,7 @@ func (s *liveSession) turn(ctx context.Context, msg *genai.Content, yield func(*
 		return yield(ev, err)
 	}
 	t := newTurn(s.g, &liveTurnContext{InvocationContext: s.ic.WithContext(ctx), content: msg}, ended)
-	t.streaming = true
+	t.streaming, t.live = true, s
 	in := parseInput(msg)
 	span.SetAttributes(attribute.Bool("adk2goose.live.answer", len(in.answers) > 0))
 	if admit := s.g.cfg.AdmitLiveTurn; admit != nil && len(in.answers) == 0 {

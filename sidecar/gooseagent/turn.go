@@ -46,6 +46,8 @@ type turn struct {
 	// paused: the turn ended at a tool approval whose reply is now held.
 	paused bool
 	spans  turnSpans
+	// live is the live session the turn is one of; nil for Run.
+	live *liveSession
 }
 
 func newTurn(g *gooseAgent, ic agent.InvocationContext, yield func(*session.Event, error) bool) *turn {
@@ -390,12 +392,13 @@ func (t *turn) finish(reason string, err error) {
 	}
 	if err != nil && t.ic.Err() != nil {
 		cause := context.Cause(t.ic)
-		if !errors.Is(cause, errLiveStopped) {
+		if t.live == nil || !t.live.reports(cause) {
 			// The client is gone: the runner could not persist the event anyway.
 			t.errorCode = ErrorCodeCancelled
 			return
 		}
-		// A live client stopped the turn and waits for its end.
+		// A live client stopped the turn, or its server ended it, and the
+		// stream is still there to say so.
 		err = cause
 	}
 	parts := t.takeText()
