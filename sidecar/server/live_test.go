@@ -454,3 +454,25 @@ func TestLiveBudgetPerTurn(t *testing.T) {
 		t.Errorf("the socket closed after a refused turn: %v", err)
 	}
 }
+
+// TestLiveForwardedToTheOwner: a socket opened on the pod without the
+// session is forwarded to the pod that has it, and works both ways.
+func TestLiveForwardedToTheOwner(t *testing.T) {
+	rs := startReplicaSet(t)
+	rs.pods[0].createSessionHere("u", "s1")
+	for i := range 2 {
+		ws, code, body := rs.pods[1].dialLive("u", "s1", tokenHeader(testToken), nil)
+		if ws == nil {
+			t.Fatalf("socket %d through pod 1: %d %s", i, code, body)
+		}
+		say(t, ws, "over the hop")
+		if streamed, _, final := readTurn(t, ws); streamed != "echo: over the hop" || final.ErrorCode != "" {
+			t.Fatalf("streamed %q (%s)", streamed, final.ErrorCode)
+		}
+		_ = ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+		readClose(t, ws)
+	}
+	if own, _ := rs.owner(t, 2); own != 0 {
+		t.Fatalf("goose of pod %d answered, want pod 0's", own)
+	}
+}
