@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/adk2goose/goose-operator/internal/testing/poll"
+	"github.com/adk2goose/goose-operator/internal/testing/syncbuf"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
@@ -27,6 +29,12 @@ func liveScript(id, text string) goosetest.Reply {
 	switch {
 	case strings.HasPrefix(text, "slow"):
 		return goosetest.Reply{Steps: []goosetest.Step{{Text: "thinking"}, {Delay: time.Minute, Text: "too late"}}}
+	case strings.HasPrefix(text, "big"):
+		var r goosetest.Reply
+		for range 300 {
+			r.Steps = append(r.Steps, goosetest.Step{Text: strings.Repeat("z", 64<<10)})
+		}
+		return r
 	case strings.HasPrefix(text, "tool"):
 		return goosetest.Reply{Steps: []goosetest.Step{
 			{Text: "I will list the files."},
@@ -290,7 +298,18 @@ func TestLiveRefusesOversizedMessages(t *testing.T) {
 }
 
 func TestLiveAuthentication(t *testing.T) {
-	sc, _ := startLiveSidecar(t, func(c *server.Config) { c.CORSOrigins = []string{"https://ui.example"} })
+	var logs syncbuf.Buffer
+	sc, _ := startLiveSidecar(t, func(c *server.Config) {
+		c.CORSOrigins = []string{"https://ui.example"}
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	defer func() {
+		for _, secret := range []string{testToken, "nope"} {
+			if strings.Contains(logs.String(), secret) {
+				t.Errorf("the log holds a presented token %q", secret)
+			}
+		}
+	}()
 	sc.createSession("u", "s1")
 	for name, tc := range map[string]struct {
 		hdr   http.Header
@@ -475,4 +494,18 @@ func TestLiveForwardedToTheOwner(t *testing.T) {
 	if own, _ := rs.owner(t, 2); own != 0 {
 		t.Fatalf("goose of pod %d answered, want pod 0's", own)
 	}
+}
+
+// TestLiveClientStopsReading: a client that stops reading loses its socket
+// after the write timeout, and goose's turn is cancelled.
+func TestLiveClientStopsReading(t *testing.T) {
+	sc, fake := startLiveSidecar(t, func(c *server.Config) { c.LiveWriteTimeout = 300 * time.Millisecond })
+	sc.createSession("u", "s1")
+	ws, _, _ := sc.dialLive("u", "s1", tokenHeader(testToken), nil)
+	say(t, ws, "big reply") // about 19 MiB, never read
+	poll.Until(t, "goose is told to cancel", func() bool { return len(fake.Cancels()) == 1 })
+	poll.Until(t, "the socket is counted closed", func() bool {
+		code, body := sc.do(http.MethodGet, "/metrics", nil)
+		return code == http.StatusOK && strings.Contains(string(body), `adk2goose_open_streams{route="run_live"} 0`)
+	})
 }
