@@ -8,6 +8,7 @@
 //	/a2a/invoke                  A2A 0.3 JSON-RPC (a2a-go a2av0 compat)
 //	/peer/v1/owner               whether this pod has a session or task (see package peering)
 //	/peer/v1/usage               this pod's token ledger, for its peers (see package budget)
+//	/run_live                    adkrest's live WebSocket, behind guardLive (live.go)
 //	everything else              adk-go's adkrest server (ADK REST API and web UI wire)
 //
 // Every route except the open ones requires the inbound token. Every body
