@@ -178,6 +178,10 @@ stream-targets: build ## Check adk2goose's binding targets on the workload users
 	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose -targets -runs 3 -replies 300 -reply-time 2s -arrivals poisson -concurrency 50 -goose-idle-timeout 5s
 	go run ./hack/streampaths -adk2goose $(LOCALBIN)/adk2goose -targets -runs 3 -replies 30 -reply-time 500ms -concurrency 1 -held 200
 
+.PHONY: live-bench
+live-bench: build ## Table: time to first event over /run_live vs /run_sse at concurrency 1 (target: live <= sse + 1 ms), then 500 live sockets at once x 3 turns each, and memory per idle socket, on bin/adk2goose and the fake goose serve.
+	go run ./hack/livebench -adk2goose $(LOCALBIN)/adk2goose
+
 .PHONY: dashboard-picture
 dashboard-picture: build ## Draw docs/images/dashboard.png: the dashboard's queries run by Prometheus's engine over a 4-minute recording of bin/adk2goose's /metrics under load.
 	rm -rf $(LOCALBIN)/dashboardshot && mkdir -p docs/images

@@ -49,6 +49,8 @@ type options struct {
 	debugTraces                                          int
 	workspaceScope, workspaceSeedDir                     string
 	workspaceRetention                                   time.Duration
+	liveConnsPerUser                                     int
+	liveWriteTimeout, liveIdleTimeout                    time.Duration
 
 	gooseSecretEnv string // GOOSE_SERVER__SECRET_KEY, env only: never a flag (it would show in ps)
 }
@@ -93,6 +95,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		{"budget sync interval", o.budgetSyncInterval},
 		{"confirmation timeout", o.confirmationTimeout},
 		{"goose unused idle timeout", o.gooseUnusedIdleTimeout},
+		{"live write timeout", o.liveWriteTimeout},
+		{"live idle timeout", o.liveIdleTimeout},
 	} {
 		if c.value <= 0 {
 			return nil, fmt.Errorf("%s must be positive, got %s", c.what, c.value)
@@ -182,6 +186,9 @@ func newFlagSet(o *options, getenv func(string) string) (fs *flag.FlagSet, check
 	dur(&o.bodyReadTimeout, "body-read-timeout", "ADK2GOOSE_BODY_READ_TIMEOUT", server.DefaultBodyReadTimeout, "longest time a request body may take to arrive; slower ones get 408")
 	boolean(&o.startGooseOnCreate, "start-goose-on-create", "ADK2GOOSE_START_GOOSE_ON_CREATE", true, "start a new ADK session's goose session in the background when the session is created, so its first turn does not wait for goose to start it (its agent and extensions)")
 	dur(&o.turnWait, "turn-wait", "ADK2GOOSE_TURN_WAIT", server.DefaultTurnWait, "how long a request waits for a session busy with another turn before it gets 409")
+	count(&o.liveConnsPerUser, "live-conns-per-user", "ADK2GOOSE_LIVE_CONNS_PER_USER", server.DefaultLiveConnsPerUser, "how many /run_live sockets one ADK user may have open on this pod; one more gets 429")
+	dur(&o.liveWriteTimeout, "live-write-timeout", "ADK2GOOSE_LIVE_WRITE_TIMEOUT", server.DefaultLiveWriteTimeout, "longest time one write to a /run_live socket may take; a client that stops reading loses its socket")
+	dur(&o.liveIdleTimeout, "live-idle-timeout", "ADK2GOOSE_LIVE_IDLE_TIMEOUT", server.DefaultLiveIdleTimeout, "close a /run_live socket on which nothing was sent either way for this long while no turn ran")
 	str(&o.peersHost, "peers-host", "ADK2GOOSE_PEERS_HOST", "", "DNS name whose addresses are this agent's sidecars (its headless Service); requests for a session another pod owns are forwarded there. Empty: one replica, no forwarding")
 	str(&o.podIP, "pod-ip", "POD_IP", "", "this pod's IP, so peer lookups skip it and a new session's id places it on one pod")
 	str(&o.podName, "pod-name", "POD_NAME", "", "this replica's name in the token ledger (default the hostname, a StatefulSet pod's stable name)")
@@ -374,6 +381,9 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		MaxOtherBodyBytes:   o.maxOtherBody,
 		BodyReadTimeout:     o.bodyReadTimeout,
 		TurnWait:            o.turnWait,
+		LiveConnsPerUser:    o.liveConnsPerUser,
+		LiveWriteTimeout:    o.liveWriteTimeout,
+		LiveIdleTimeout:     o.liveIdleTimeout,
 		StartGooseOnCreate:  o.startGooseOnCreate,
 		StartOptions:        goose.StartOptions{WorkingDir: o.gooseWorkDir},
 		Peers:               peers,

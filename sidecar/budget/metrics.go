@@ -16,7 +16,7 @@ func newMetrics(b *Budget) *metrics {
 	return &metrics{
 		b: b,
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "adk2goose_budget_refusals_total", Help: "Turns refused because the agent's token budget was spent, by API (rest, a2a).",
+			Name: "adk2goose_budget_refusals_total", Help: "Turns refused because the agent's token budget was spent, by API (rest, a2a, live).",
 		}, []string{"api"}),
 		limit: prometheus.NewDesc("adk2goose_budget_limit_tokens",
 			"The agent's token budget per period, by kind (total, input, output); absent without a budget.", []string{"kind"}, nil),

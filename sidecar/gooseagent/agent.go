@@ -227,6 +227,14 @@ type Config struct {
 	// early that no turn has taken, so that those of a process that died
 	// before its Close are deleted by the next (Controller.DeleteLeftEarly).
 	EarlySessions EarlySessionStore
+	// AdmitLiveTurn, when set, is asked before each turn of a live session
+	// (RunLive) that would start a goose reply; an answer to a tool
+	// confirmation continues one and is not asked about. An error ends that
+	// turn with an error event and the live session goes on. An error with
+	// an ErrorCode() string method sets the event's ErrorCode. (Before and
+	// after agent callbacks do not run for live turns: adk-go's runner
+	// runs them around Run only.)
+	AdmitLiveTurn func(ctx context.Context, key SessionKey) error
 }
 
 // EarlySessionStore durably lists goose sessions started early
@@ -300,7 +308,7 @@ func NewWithController(cfg Config) (agent.Agent, *Controller, error) {
 		g.cancelStarts()
 		return nil, nil, fmt.Errorf("failed to create goose agent: %w", err)
 	}
-	return a, &Controller{g: g}, nil
+	return &liveGoose{Agent: a, g: g}, &Controller{g: g}, nil
 }
 
 type gooseAgent struct {

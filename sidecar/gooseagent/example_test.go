@@ -194,3 +194,74 @@ func Example_workflow() {
 	// coder: echo: now test it
 	// goose sessions started: 2 - state keys: 2
 }
+
+// Goose live: one bidirectional stream for a whole conversation, as
+// adkrest's /run_live serves it over a WebSocket. Messages go in through
+// the live session; events come out of one sequence. A message sent while
+// a turn runs waits for it; Send(agent.LiveRequest{RealtimeInput:
+// &genai.ActivityStart{}}) stops the running turn; Close ends the stream
+// and cancels goose's turn.
+func Example_live() {
+	ctx := context.Background()
+	fake := goosetest.NewServe(nil)
+	defer fake.Close()
+	backend, err := acp.New(acp.Config{URL: fake.URL, SecretKey: fake.Secret})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer backend.Close()
+	root, control, err := gooseagent.NewWithController(gooseagent.Config{
+		Name: "goose", Backend: backend, StartOptions: goose.StartOptions{WorkingDir: "/tmp"},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer control.Close(ctx)
+	sessions := control.SessionService(session.InMemoryService())
+	r, err := runner.New(runner.Config{AppName: "demo", Agent: root, SessionService: sessions})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := sessions.Create(ctx, &session.CreateRequest{AppName: "demo", UserID: "me", SessionID: "s1"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	live, events, err := r.RunLive(ctx, "me", "s1", agent.LiveRunConfig{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Both messages are sent at once: the second waits for the first turn.
+	for _, text := range []string{"hello goose", "again"} {
+		if err := live.Send(agent.LiveRequest{Content: genai.NewContentFromText(text, genai.RoleUser)}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	turns := 0
+	var streamed strings.Builder
+	for ev, err := range events {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if ev.Partial {
+			streamed.WriteString(ev.Content.Parts[0].Text)
+			continue
+		}
+		if ev.TurnComplete { // each turn ends with one final event
+			fmt.Printf("streamed: %q, final event error code %q\n", streamed.String(), ev.ErrorCode)
+			streamed.Reset()
+			if turns++; turns == 2 {
+				_ = live.Close() // the sequence then ends
+			}
+		}
+	}
+	// Output:
+	// streamed: "echo: hello goose", final event error code ""
+	// streamed: "echo: again", final event error code ""
+}

@@ -46,6 +46,8 @@ type turn struct {
 	// paused: the turn ended at a tool approval whose reply is now held.
 	paused bool
 	spans  turnSpans
+	// live is the live session the turn is one of; nil for Run.
+	live *liveSession
 }
 
 func newTurn(g *gooseAgent, ic agent.InvocationContext, yield func(*session.Event, error) bool) *turn {
@@ -400,9 +402,15 @@ func (t *turn) finish(reason string, err error) {
 		err = context.Cause(t.ic)
 	}
 	if err != nil && t.ic.Err() != nil {
-		// The client is gone: the runner could not persist the event anyway.
-		t.errorCode = ErrorCodeCancelled
-		return
+		cause := context.Cause(t.ic)
+		if t.live == nil || !t.live.reports(cause) {
+			// The client is gone: the runner could not persist the event anyway.
+			t.errorCode = ErrorCodeCancelled
+			return
+		}
+		// A live client stopped the turn, or its server ended it, and the
+		// stream is still there to say so.
+		err = cause
 	}
 	parts := t.takeText()
 	ev := t.newEvent(&genai.Content{Role: genai.RoleModel, Parts: parts})
@@ -537,7 +545,10 @@ var errNoText = errors.New("the message has no text part (goose accepts text)")
 
 func errorCode(err error) string {
 	var ae *goose.AgentError
+	var coded interface{ ErrorCode() string }
 	switch {
+	case errors.As(err, &coded):
+		return coded.ErrorCode()
 	case errors.Is(err, errNoText), errors.Is(err, errBadConfirmation):
 		return ErrorCodeBadRequest
 	case errors.Is(err, ErrConfirmationNotPending):

@@ -68,6 +68,10 @@ func requestUser(r *http.Request) (user string, named bool) {
 	if req := runRequestOf(r); req != nil {
 		return req.UserID, true
 	}
+	if r.URL.Path == LivePath {
+		lq, _ := liveQueryOf(r)
+		return lq.user, true
+	}
 	if _, user, _, _, ok := appPath(r); ok {
 		return user, user != ""
 	}

@@ -83,7 +83,7 @@ func withCanonicalBody(ctx context.Context, r *http.Request, req *RunRequest) (*
 func runPeerKey(r *http.Request) (peering.Key, bool) {
 	req := runRequestOf(r)
 	if req == nil {
-		return peering.Key{}, false
+		return livePeerKey(r)
 	}
 	return peering.Key{User: req.UserID, Session: req.SessionID}, true
 }

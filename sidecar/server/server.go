@@ -9,6 +9,7 @@
 //	/a2a/invoke                  A2A 0.3 JSON-RPC (a2a-go a2av0 compat)
 //	/peer/v1/owner               whether this pod has a session or task (see package peering)
 //	/peer/v1/usage               this pod's token ledger, for its peers (see package budget)
+//	/run_live                    adkrest's live WebSocket, behind guardLive (live.go)
 //	everything else              adk-go's adkrest server (ADK REST API and web UI wire)
 //
 // Every route except the open ones requires the inbound token. Every body
@@ -89,8 +90,8 @@ import (
 )
 
 // ErrDraining is the cancellation cause of requests still running when the
-// drain timeout ends.
-var ErrDraining = errors.New("adk2goose is shutting down")
+// drain timeout ends. A live turn it ends says so with ErrorCode DRAINING.
+var ErrDraining error = codedError{code: codeDraining, err: errors.New("adk2goose is shutting down")}
 
 // DefaultDebugTraces is how many turns' traces the ADK web UI's trace view
 // keeps by default, adkrest's own default (adk web's -trace_capacity). A
@@ -187,6 +188,16 @@ type Config struct {
 	// web UI's trace view (adkrest /debug/trace). adk-go makes its spans with
 	// the global provider, so this should be the global one too.
 	TracerProvider *sdktrace.TracerProvider
+	// LiveConnsPerUser bounds the /run_live sockets one user has open on
+	// this pod. Default DefaultLiveConnsPerUser.
+	LiveConnsPerUser int
+	// LiveWriteTimeout bounds each write to a /run_live socket. Default
+	// DefaultLiveWriteTimeout.
+	LiveWriteTimeout time.Duration
+	// LiveIdleTimeout closes a /run_live socket on which nothing was sent
+	// either way for this long while no turn ran. Default
+	// DefaultLiveIdleTimeout.
+	LiveIdleTimeout time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -229,6 +240,15 @@ func (c *Config) defaults() error {
 	if c.TurnWait <= 0 {
 		c.TurnWait = DefaultTurnWait
 	}
+	if c.LiveConnsPerUser <= 0 {
+		c.LiveConnsPerUser = DefaultLiveConnsPerUser
+	}
+	if c.LiveWriteTimeout <= 0 {
+		c.LiveWriteTimeout = DefaultLiveWriteTimeout
+	}
+	if c.LiveIdleTimeout <= 0 {
+		c.LiveIdleTimeout = DefaultLiveIdleTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -257,6 +277,7 @@ type Server struct {
 	a2aExec     *drainingExecutor
 	tasks       taskstore.Store
 	turns       *turnGate
+	live        *liveConns
 
 	// stop is cancelled (cause ErrDraining) when the drain timeout ends:
 	// request contexts and A2A executions are linked to it, so open streams
@@ -286,7 +307,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("failed to create data dir: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, turns: newTurnGate()}
+	s := &Server{cfg: cfg, log: cfg.Logger, turns: newTurnGate(), live: newLiveConns(cfg.LiveConnsPerUser)}
 	s.stop, s.cancelStop = context.WithCancelCause(context.WithoutCancel(ctx))
 
 	ok := false
@@ -356,6 +377,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		StartGooseOnCreate:  cfg.StartGooseOnCreate,
 		EarlySessions:       s.usage,
 		IdleSessions:        cfg.IdleSessions,
+		AdmitLiveTurn:       s.admitLiveTurn,
 	})
 	if err != nil {
 		return nil, err
@@ -399,6 +421,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	mux.Handle("/", s.guardSessions(s.guardRuns(rest)))
+	mux.Handle("GET "+LivePath, s.guardLive(rest))
 	mux.Handle("GET "+peering.OwnerPath, peering.OwnerHandler(s, s.log))
 	mux.Handle("GET "+budget.UsagePath, s.budget.Handler())
 
@@ -428,6 +451,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		h = traceTurns(h, cfg.TracerProvider)
 	}
 	h = authenticate(h, cfg.AuthToken, cfg.Identity, s.log)
+	h = liveEntry(h, cfg.CORSOrigins)
 	h = limits.readDeadline(h)
 	h = cors(h, cfg.CORSOrigins)
 	h = s.meterAndDrain(h)
@@ -468,6 +492,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	case <-ctx.Done():
 	}
 	s.log.Info("draining", "timeout", drain.String())
+	// Shutdown does not see hijacked connections: live sockets close here,
+	// each once its running turn has ended.
+	s.live.drain()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 	defer cancel()
 	s.closeAgent(dctx)
@@ -508,6 +535,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 func (s *Server) Drain(ctx context.Context) error {
 	idle := s.turns.drain()
 	s.log.Info("draining turns before goose stops")
+	s.live.drain()
 	s.closeAgent(ctx)
 	select {
 	case <-idle:

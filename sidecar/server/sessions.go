@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/driver/sqlite"
@@ -136,12 +137,16 @@ type runState struct {
 	id      sessionID
 	session session.Session // loaded by the first Get
 	// userMessage is true until the run's first user event is appended.
-	userMessage bool
+	// Atomic: on /run_live the runner appends user messages from the
+	// socket's reader while the agent's events are appended.
+	userMessage atomic.Bool
 }
 
 // runContext prepares ctx for one run of the session (under its turn).
 func runContext(ctx context.Context, app, user, id string) context.Context {
-	return context.WithValue(ctx, runKey{}, &runState{id: sessionID{app, user, id}, userMessage: true})
+	rs := &runState{id: sessionID{app, user, id}}
+	rs.userMessage.Store(true)
+	return context.WithValue(ctx, runKey{}, rs)
 }
 
 func (s *sessionService) Get(ctx context.Context, req *session.GetRequest) (*session.GetResponse, error) {
@@ -222,8 +227,7 @@ func (s *sessionService) AppendEvent(ctx context.Context, sess session.Session, 
 	if err := s.flush(id); err != nil {
 		return err
 	}
-	if rs, _ := ctx.Value(runKey{}).(*runState); rs != nil && rs.id == id && rs.userMessage && ev.Author == "user" {
-		rs.userMessage = false
+	if rs, _ := ctx.Value(runKey{}).(*runState); rs != nil && rs.id == id && ev.Author == "user" && rs.userMessage.CompareAndSwap(true, false) {
 		// The runner appends the user message before the agent starts and
 		// yields nothing for it: the agent need not wait for the write.
 		p := &pendingWrite{done: make(chan struct{})}

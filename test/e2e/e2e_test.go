@@ -53,6 +53,7 @@ func TestE2E(t *testing.T) {
 		t.Run("4-pod-deletion", func(t *testing.T) { timed(t); e.podDeletion(t, pod) })
 		t.Run("5-two-replicas", func(t *testing.T) { timed(t); e.twoReplicas(t, pod) })
 		t.Run("9-runtime-mcp", func(t *testing.T) { timed(t); e.runtimeMCP(t, pod) })
+		t.Run("10-live", func(t *testing.T) { timed(t); e.liveConversation(t, pod) })
 	}
 	t.Run("10-identity", func(t *testing.T) { timed(t); e.identity(t) })
 	t.Run("6-restricted", func(t *testing.T) { timed(t); e.restricted(t) })

@@ -14,6 +14,10 @@
 //	    -stock-card-provider asks for remoteagent.NewAgentCardProvider
 //	client get -url URL [-token T] [-insecure]
 //	    a GET whose body is printed as is (a pod's /metrics, a session)
+//	client live -url URL -token T -app APP -user U -session S -text TEXT [-create]
+//	    a conversation on one /run_live socket: TEXT, then "slow 30"
+//	    stopped with {"activityStart":{}} after its first event, then
+//	    "again: TEXT"; prints each turn's streamed text and error code
 //	client create-at-once -urls URL,URL... -token T -app APP -user U -session PREFIX -n N
 //	    creates sessions PREFIX-0 … PREFIX-(N-1), each sent to every URL at
 //	    once, and prints the status codes each id got
@@ -90,7 +94,7 @@ func runAndPrint(args []string) error {
 
 func run(ctx context.Context, args []string) (*Result, error) {
 	if len(args) == 0 {
-		return nil, errors.New("usage: client rest|a2a|get|create-at-once [flags]")
+		return nil, errors.New("usage: client rest|a2a|live|get|create-at-once [flags]")
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	url := fs.String("url", "", "the agent's base URL, e.g. http://NAME.NS.svc:8080")
@@ -137,6 +141,17 @@ func run(ctx context.Context, args []string) (*Result, error) {
 			}
 		}
 		return runREST(ctx, hc, *url, *app, *user, *sid, *text)
+	case "live":
+		if *create {
+			if err := post(ctx, hc, *url+"/apps/"+*app+"/users/"+*user+"/sessions/"+*sid, nil, io.Discard); err != nil {
+				return nil, fmt.Errorf("failed to create session: %w", err)
+			}
+		}
+		turns, err := runLive(ctx, *url, *token, *app, *user, *sid, *text)
+		if err != nil {
+			return nil, err
+		}
+		return nil, json.NewEncoder(os.Stdout).Encode(turns)
 	case "a2a":
 		cards := InClusterCardProvider(*url)
 		if *stock {
