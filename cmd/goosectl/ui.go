@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -18,11 +16,8 @@ import (
 	"strings"
 	"time"
 
-	_ "k8s.io/client-go/plugin/pkg/client/auth/oidc" // kubeconfigs with the oidc auth-provider, as kubectl supports
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/adk2goose/goose-operator/internal/secretfile"
 	"github.com/adk2goose/goose-operator/internal/webui"
 )
 
@@ -34,10 +29,10 @@ calls there, adding the agent's token (read from its Secret unless given).
 `
 
 type uiOptions struct {
-	name, namespace, kubeconfig, context string
-	port                                 int
-	noBrowser                            bool
-	token, tokenFile                     string
+	agentFlags
+	name      string
+	port      int
+	noBrowser bool
 }
 
 // parseUI accepts flags before and after NAME, as kubectl does.
@@ -49,23 +44,12 @@ func parseUI(args []string, stderr io.Writer) (*uiOptions, error) {
 		fmt.Fprint(stderr, uiUsage+"\nflags:\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.namespace, "n", "", "namespace of the GooseAgent (default: the kubeconfig context's namespace)")
-	fs.StringVar(&o.namespace, "namespace", "", "same as -n")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
+	o.register(fs)
 	fs.IntVar(&o.port, "port", 8000, "local port of the UI on 127.0.0.1 (0 picks a free one)")
 	fs.BoolVar(&o.noBrowser, "no-browser", false, "do not open a browser")
-	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the agent's token, for users who may not read its Secret")
-	fs.StringVar(&o.token, "token", "", "the agent's token (visible in ps and shell history: prefer --token-file)")
-	var names []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		names, args = append(names, fs.Arg(0)), fs.Args()[1:]
+	names, err := parseNames(fs, args)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case len(names) == 0:
@@ -75,8 +59,9 @@ func parseUI(args []string, stderr io.Writer) (*uiOptions, error) {
 		return nil, fmt.Errorf("ui: one GooseAgent NAME expected, got %q", names)
 	case o.port < 0 || o.port > 65535:
 		return nil, fmt.Errorf("ui: --port %d is out of range", o.port)
-	case o.token != "" && o.tokenFile != "":
-		return nil, errors.New("ui: --token and --token-file are exclusive")
+	}
+	if err := o.check("ui"); err != nil {
+		return nil, err
 	}
 	o.name = names[0]
 	return o, nil
@@ -115,13 +100,6 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	if err != nil {
 		return err
 	}
-	explicitToken := o.token
-	if o.tokenFile != "" {
-		if explicitToken, err = secretfile.Read(o.tokenFile, "token file"); err != nil {
-			return err
-		}
-	}
-
 	// Claim the UI port first: a busy port should fail before any cluster call.
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.port)))
 	if err != nil {
@@ -129,64 +107,15 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	}
 	defer ln.Close()
 
-	loader := clientcmd.NewDefaultClientConfigLoadingRules()
-	loader.ExplicitPath = o.kubeconfig
-	kcfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loader, &clientcmd.ConfigOverrides{CurrentContext: o.context})
-	cfg, err := kcfg.ClientConfig()
-	if err != nil {
-		return fmt.Errorf("ui: cannot load kubeconfig: %w", err)
-	}
-	ns := o.namespace
-	if ns == "" {
-		if ns, _, err = kcfg.Namespace(); err != nil {
-			return fmt.Errorf("ui: cannot read the kubeconfig's namespace: %w", err)
-		}
-	}
-	kc, err := newKubeClients(cfg)
+	ep, err := forwardToAgent(ctx, "ui", o.name, &o.agentFlags, env)
 	if err != nil {
 		return err
 	}
-	tgt, err := kc.resolve(ctx, ns, o.name)
-	if err != nil {
-		return err
-	}
-	token, tokenFrom := explicitToken, "--token/--token-file"
-	if token == "" {
-		if token, tokenFrom, err = kc.readToken(ctx, tgt.Agent); err != nil {
-			return err
-		}
-	}
-
-	fwd, err := env.newForwarder(cfg)
-	if err != nil {
-		return err
-	}
-	fctx, stopForward := context.WithCancel(ctx)
-	defer stopForward()
-	local, lost, err := fwd.Forward(fctx, tgt.Pod, tgt.PodPort)
-	if err != nil {
-		return fmt.Errorf("ui: cannot port-forward to pod %s/%s: %w", tgt.Pod.Namespace, tgt.Pod.Name, err)
-	}
-	forwarding := true
-	defer func() {
-		stopForward()
-		// Waiting means the forwarder has released its listener and streams.
-		if forwarding {
-			if err := <-lost; err != nil {
-				fmt.Fprintf(env.stderr, "port-forward ended: %v\n", err)
-			}
-		}
-	}()
-	fmt.Fprintf(env.stdout, "Forwarding %s -> pod %s/%s port %d\n", local, tgt.Pod.Namespace, tgt.Pod.Name, tgt.PodPort)
-	backend := &url.URL{Scheme: "http", Host: local}
-	apps, err := probe(ctx, backend, token)
-	if err != nil {
-		return fmt.Errorf("ui: %w (token from %s)", err, tokenFrom)
-	}
+	defer ep.close()
 
 	origin := "http://" + ln.Addr().String()
 	h, err := webui.NewHandler(webui.Config{
-		Origin: origin, Backend: backend, Token: token,
+		Origin: origin, Backend: ep.base, Token: ep.token,
 		Logger: slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -198,8 +127,8 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	go func() { served <- srv.Serve(ln) }()
 
 	uiURL := origin + webui.UIPath
-	fmt.Fprintf(env.stdout, "ADK web UI for GooseAgent %s/%s (app %s): %s\nPress Ctrl-C to stop.\n",
-		ns, o.name, strings.Join(apps, ", "), uiURL)
+	fmt.Fprintf(env.stdout, "ADK web UI for GooseAgent %s (app %s): %s\nPress Ctrl-C to stop.\n",
+		ep.agent, strings.Join(ep.apps, ", "), uiURL)
 	if env.onServing != nil {
 		env.onServing(origin)
 	}
@@ -212,9 +141,8 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	var result error
 	select {
 	case <-ctx.Done():
-	case err := <-lost:
-		forwarding = false
-		result = fmt.Errorf("ui: lost the port-forward to pod %s/%s: %w; run goosectl ui again", tgt.Pod.Namespace, tgt.Pod.Name, err)
+	case err := <-ep.lost:
+		result = fmt.Errorf("ui: lost the port-forward to %s: %w; run goosectl ui again", ep.where, err)
 	case err := <-served:
 		result = fmt.Errorf("ui: serving failed: %w", err)
 	}
@@ -226,39 +154,6 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	}
 	return result
 }
-
-// probe checks that the sidecar answers through the forward and accepts the
-// token, so that a bad token fails here and not as a blank UI.
-func probe(ctx context.Context, backend *url.URL, token string) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, backend.JoinPath("list-apps").String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := probeClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("the agent does not answer through the port-forward: %w", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
-		return nil, errors.New("the agent rejected the token")
-	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("the agent answered GET /list-apps with %s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	var apps []string
-	if err := json.Unmarshal(body, &apps); err != nil {
-		return nil, fmt.Errorf("the agent answered GET /list-apps with %q, not a list of apps", body)
-	}
-	return apps, nil
-}
-
-// probeClient keeps no idle connection: one would hold a stream of the
-// port-forward open for nothing.
-var probeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 var errNoOpener = errors.New("no display or browser opener")
 
