@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
@@ -67,9 +68,14 @@ func parseUI(args []string, stderr io.Writer) (*uiOptions, error) {
 	return o, nil
 }
 
-// uiEnv is what runUI needs from the outside world, replaceable in tests.
+// uiEnv is what the commands need from the outside world, replaceable in
+// tests.
 type uiEnv struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
+	// notifyInterrupt delivers Ctrl-C (SIGINT) to the chat, which stops a
+	// turn with it instead of ending, until stop is called.
+	notifyInterrupt func() (interrupts <-chan os.Signal, stop func())
 	// newForwarder makes the port-forwarder; production uses SPDY/WebSocket
 	// through the API server, which needs a kubelet at the other end.
 	newForwarder func(*rest.Config) (podForwarder, error)
@@ -82,7 +88,12 @@ type uiEnv struct {
 
 func defaultUIEnv() uiEnv {
 	return uiEnv{
-		stdout: os.Stdout, stderr: os.Stderr,
+		stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+		notifyInterrupt: func() (<-chan os.Signal, func()) {
+			ch := make(chan os.Signal, 1)
+			signal.Notify(ch, os.Interrupt)
+			return ch, func() { signal.Stop(ch) }
+		},
 		newForwarder: func(c *rest.Config) (podForwarder, error) { return newSPDYForwarder(c, os.Stderr) },
 		openBrowser: func(ctx context.Context, u string) error {
 			return openBrowser(ctx, u, os.Getenv)
