@@ -296,6 +296,10 @@ func (c *liveChat) run(ctx context.Context, lost <-chan error) error {
 				return err
 			}
 		case line, ok := <-input:
+			if ok {
+				// The Enter that ended the line moved a terminal's cursor.
+				c.out.atLineStart = true
+			}
 			leave, err := c.input(line, ok)
 			if err != nil {
 				return err
