@@ -126,8 +126,8 @@ func runChat(ctx context.Context, args []string, env uiEnv) error {
 	fmt.Fprintf(env.stdout, "Chatting with %s as %s in session %s. Ctrl-C stops a turn; Ctrl-D or /quit leaves.\n", app, o.user, sess)
 	c := newChat(ws, env.stdin, env.stdout, interrupts)
 	err = c.run(ctx, ep.lost)
-	if errors.Is(err, errLost) {
-		return fmt.Errorf("chat: lost the port-forward to %s: %w; run goosectl chat --session %s to continue", ep.where, err, sess)
+	if fl := (forwardLostError{}); errors.As(err, &fl) {
+		return fmt.Errorf("chat: lost the port-forward to %s: %w; run goosectl chat --session %s to continue", ep.where, fl.err, sess)
 	}
 	return err
 }
@@ -247,7 +247,11 @@ type approval struct {
 	id, hint string
 }
 
-var errLost = errors.New("the connection to the agent is lost")
+// forwardLostError: the port-forward the chat runs through ended by itself.
+type forwardLostError struct{ err error }
+
+func (e forwardLostError) Error() string { return e.err.Error() }
+func (e forwardLostError) Unwrap() error { return e.err }
 
 // liveChat is one terminal chat over an open /run_live socket. Only its run
 // goroutine writes to the socket; one goroutine reads the socket and one
@@ -286,7 +290,7 @@ func (c *liveChat) run(ctx context.Context, lost <-chan error) error {
 			return c.leave(events)
 		case err := <-lost:
 			c.out.endLine()
-			return fmt.Errorf("%w: %w", errLost, err)
+			return forwardLostError{err}
 		case m := <-events:
 			if m.err != nil {
 				c.out.endLine()
@@ -488,7 +492,7 @@ func closedError(err error) error {
 		}
 		return fmt.Errorf("chat: the agent closed the chat: %s (code %d)", sanitize(ce.Text), ce.Code)
 	}
-	return fmt.Errorf("chat: %w: %w", errLost, err)
+	return fmt.Errorf("chat: lost the connection to the agent: %w", err)
 }
 
 // readSocket reads events until the socket fails or closes; the last

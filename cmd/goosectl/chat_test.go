@@ -8,11 +8,17 @@ import (
 	"iter"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 
 	"google.golang.org/adk/agent"
 	"google.golang.org/adk/server/adkrest"
@@ -20,8 +26,10 @@ import (
 	"google.golang.org/adk/tool/toolconfirmation"
 	"google.golang.org/genai"
 
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/internal/testing/syncbuf"
+	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
 
@@ -323,8 +331,8 @@ func (r *chatRun) wait(t *testing.T) error {
 func TestChat(t *testing.T) {
 	const token = "live-token"
 	g := newLiveGoose(t)
-	url := startLiveAgent(t, g, token)
-	args := []string{"--url", url, "--token", token, "--user", "alice"}
+	agentURL := startLiveAgent(t, g, token)
+	args := []string{"--url", agentURL, "--token", token, "--user", "alice"}
 
 	t.Run("streams turns and leaves at the end of input", func(t *testing.T) {
 		r := startChat(t, uiEnv{}, args...)
@@ -445,11 +453,93 @@ func TestChat(t *testing.T) {
 	})
 
 	t.Run("a wrong token", func(t *testing.T) {
-		r := startChat(t, uiEnv{}, "--url", url, "--token", "wrong")
+		r := startChat(t, uiEnv{}, "--url", agentURL, "--token", "wrong")
 		if err := r.wait(t); err == nil || !strings.Contains(err.Error(), "the agent rejected the token (token from --token/--token-file)") {
 			t.Fatalf("%v", err)
 		}
 	})
+}
+
+// TestChatThroughPortForward: goosectl chat NAME finds the agent's ready
+// pod and token as goosectl ui does (a real API server), and chats through
+// the port-forward.
+func TestChatThroughPortForward(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := t.Context()
+	c := env.Client
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "chat-"}}
+	must(t, c.Create(ctx, nsObj))
+	ns := nsObj.Name
+	const token = "tok-from-secret"
+	fwd := &tcpForwarder{target: strings.TrimPrefix(startLiveAgent(t, newLiveGoose(t), token), "http://")}
+	chatEnv := uiEnv{newForwarder: func(*rest.Config) (podForwarder, error) { return fwd, nil }}
+	args := []string{"coder", "-n", ns, "--kubeconfig", env.Kubeconfig}
+
+	r := startChat(t, chatEnv, args...)
+	if err := r.wait(t); err == nil || !strings.Contains(err.Error(), `chat: GooseAgent "coder" not found in namespace "`+ns+`"`) {
+		t.Fatalf("unknown agent: %v", err)
+	}
+	must(t, c.Create(ctx, &agentsv1alpha1.GooseAgent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coder"},
+		Spec:       agentsv1alpha1.GooseAgentSpec{Provider: agentsv1alpha1.ProviderSpec{Name: "ollama", Model: "qwen3:8b"}},
+	}))
+	sel := map[string]string{"app.kubernetes.io/instance": "coder"}
+	must(t, c.Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coder"},
+		Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{
+			{Name: "http", Port: 8080, TargetPort: intstr.FromString("http")},
+		}},
+	}))
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coder-0", Labels: sel},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "adk2goose", Image: "adk2goose", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 9090}}},
+		}},
+	}
+	must(t, c.Create(ctx, p))
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	must(t, c.Status().Update(ctx, p))
+	must(t, c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coder-adk2goose"},
+		Data:       map[string][]byte{"auth-token": []byte(token)},
+	}))
+
+	r = startChat(t, chatEnv, args...)
+	r.expect(t, "Forwarding 127.0.0.1:")
+	r.expect(t, " -> pod "+ns+"/coder-0 port 9090\nChatting with goose as user in session ")
+	r.expect(t, "> ")
+	r.typeLine(t, "hello through the forward")
+	r.expect(t, "You said: hello through the forward. I am goose.\n> ")
+	_ = r.stdin.Close()
+	if err := r.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := fwd.calls(); len(got) != 1 || got[0] != ns+"/coder-0:9090" {
+		t.Fatalf("forwarded to %v", got)
+	}
+}
+
+// TestChatForwardLost: the loop ends with the port-forward's loss.
+func TestChatForwardLost(t *testing.T) {
+	const token = "t"
+	base, err := url.Parse(startLiveAgent(t, newLiveGoose(t), token))
+	must(t, err)
+	ep := &agentEndpoint{base: base, token: token}
+	sess, err := createSession(t.Context(), ep, "goose", "user")
+	must(t, err)
+	ws, err := dialLive(t.Context(), ep, "goose", "user", sess)
+	must(t, err)
+	defer ws.Close()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	var out syncbuf.Buffer
+	lost := make(chan error, 1)
+	lost <- errors.New("lost connection to pod")
+	err = newChat(ws, pr, &out, nil).run(t.Context(), lost)
+	if fl := (forwardLostError{}); !errors.As(err, &fl) || err.Error() != "lost connection to pod" {
+		t.Fatalf("%v", err)
+	}
 }
 
 func TestParseChat(t *testing.T) {
