@@ -363,7 +363,7 @@ func (c *liveChat) interrupt() error {
 		}
 		return c.send(liveRequest{ActivityStart: &genai.ActivityStart{}})
 	case atApproval:
-		c.out.print("n (Ctrl-C)\n")
+		c.out.print(" n (Ctrl-C)\n")
 		return c.answerAll(false)
 	default:
 		c.out.endLine()
