@@ -1,7 +1,8 @@
 // Command goosectl is a small CLI for people who use GooseAgents.
 //
 // `goosectl ui NAME` serves the ADK web UI for a GooseAgent through a
-// port-forward, so that `kubectl apply` → chat in a browser is two commands.
+// port-forward, so that `kubectl apply` → chat in a browser is two commands;
+// `goosectl chat NAME` chats in the terminal over ADK's /run_live WebSocket.
 // It is its own binary, not a subcommand of the adk2goose sidecar, so that
 // every agent pod's sidecar image carries no kubeconfig handling,
 // port-forwarding or web UI bundle.
@@ -20,6 +21,7 @@ const usage = `goosectl: a CLI for GooseAgents (goose-operator)
 
 usage:
   goosectl ui NAME [flags]   serve the ADK web UI for the GooseAgent NAME (goosectl ui -h lists the flags)
+  goosectl chat NAME [flags] chat with the GooseAgent NAME in this terminal (goosectl chat -h lists the flags)
   goosectl help              print this text
 `
 
@@ -31,9 +33,14 @@ func main() {
 }
 
 // dispatchWithSignals runs the command until SIGTERM or Ctrl-C; it returns
-// before main exits so that its deferred stop runs.
+// before main exits so that its deferred stop runs. The chat takes Ctrl-C
+// itself: there it stops a turn, and Ctrl-D leaves.
 func dispatchWithSignals() error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	signals := []os.Signal{syscall.SIGTERM, os.Interrupt}
+	if len(os.Args) > 1 && os.Args[1] == "chat" {
+		signals = signals[:1]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), signals...)
 	defer stop()
 	return dispatch(ctx, os.Args[1:], defaultUIEnv())
 }
@@ -47,6 +54,8 @@ func dispatch(ctx context.Context, args []string, env uiEnv) error {
 	switch args[0] {
 	case "ui":
 		return runUI(ctx, args[1:], env)
+	case "chat":
+		return runChat(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.stdout, usage)
 		return nil

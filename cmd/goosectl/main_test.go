@@ -15,12 +15,14 @@ func TestDispatch(t *testing.T) {
 		args             []string
 		wantErr, wantOut string
 	}{
-		"no command":      {nil, "a command is required", ""},
-		"unknown command": {[]string{"serve"}, `unknown command "serve"`, ""},
-		"help":            {[]string{"help"}, "", "goosectl ui NAME"},
-		"--help":          {[]string{"--help"}, "", "goosectl ui NAME"},
-		"ui without NAME": {[]string{"ui"}, "the GooseAgent NAME is required", ""},
-		"ui help":         {[]string{"ui", "-h"}, "", ""},
+		"no command":        {nil, "a command is required", ""},
+		"unknown command":   {[]string{"serve"}, `unknown command "serve"`, ""},
+		"help":              {[]string{"help"}, "", "goosectl chat NAME"},
+		"--help":            {[]string{"--help"}, "", "goosectl ui NAME"},
+		"ui without NAME":   {[]string{"ui"}, "the GooseAgent NAME is required", ""},
+		"ui help":           {[]string{"ui", "-h"}, "", ""},
+		"chat without NAME": {[]string{"chat"}, "the GooseAgent NAME (or --url) is required", ""},
+		"chat help":         {[]string{"chat", "-h"}, "", ""},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := dispatch(t.Context(), c.args, uiEnv{stdout: &stdout, stderr: &stderr})

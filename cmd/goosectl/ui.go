@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,17 +12,15 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
-	_ "k8s.io/client-go/plugin/pkg/client/auth/oidc" // kubeconfigs with the oidc auth-provider, as kubectl supports
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/adk2goose/goose-operator/internal/webui"
-	"github.com/adk2goose/goose-operator/sidecar/identity"
 )
 
 const uiUsage = `usage: goosectl ui NAME [-n NAMESPACE] [--kubeconfig FILE] [--context CTX] [--port 8000] [--no-browser] [--token-file FILE | --token TOKEN | --service-account SA]
@@ -38,10 +35,10 @@ you are (GET /whoami).
 `
 
 type uiOptions struct {
-	name, namespace, kubeconfig, context string
-	port                                 int
-	noBrowser                            bool
-	credential                           credentialOptions
+	agentFlags
+	name      string
+	port      int
+	noBrowser bool
 }
 
 // parseUI accepts flags before and after NAME, as kubectl does.
@@ -53,24 +50,12 @@ func parseUI(args []string, stderr io.Writer) (*uiOptions, error) {
 		fmt.Fprint(stderr, uiUsage+"\nflags:\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.namespace, "n", "", "namespace of the GooseAgent (default: the kubeconfig context's namespace)")
-	fs.StringVar(&o.namespace, "namespace", "", "same as -n")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
+	o.register(fs)
 	fs.IntVar(&o.port, "port", 8000, "local port of the UI on 127.0.0.1 (0 picks a free one)")
 	fs.BoolVar(&o.noBrowser, "no-browser", false, "do not open a browser")
-	fs.StringVar(&o.credential.tokenFile, "token-file", "", "file holding the token to send, for users who may not read the agent's Secret")
-	fs.StringVar(&o.credential.token, "token", "", "the token to send (visible in ps and shell history: prefer --token-file)")
-	fs.StringVar(&o.credential.serviceAccount, "service-account", "", "mode kubernetes: the ServiceAccount (of the agent's namespace) to act as; goosectl requests its tokens for the agent's audience")
-	var names []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		names, args = append(names, fs.Arg(0)), fs.Args()[1:]
+	names, err := parseNames(fs, args)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case len(names) == 0:
@@ -80,27 +65,22 @@ func parseUI(args []string, stderr io.Writer) (*uiOptions, error) {
 		return nil, fmt.Errorf("ui: one GooseAgent NAME expected, got %q", names)
 	case o.port < 0 || o.port > 65535:
 		return nil, fmt.Errorf("ui: --port %d is out of range", o.port)
-	case exclusive(o.credential.token, o.credential.tokenFile, o.credential.serviceAccount) > 1:
-		return nil, errors.New("ui: --token, --token-file and --service-account are exclusive")
+	}
+	if err := o.check("ui"); err != nil {
+		return nil, err
 	}
 	o.name = names[0]
 	return o, nil
 }
 
-// exclusive counts the non-empty values.
-func exclusive(values ...string) int {
-	n := 0
-	for _, v := range values {
-		if v != "" {
-			n++
-		}
-	}
-	return n
-}
-
-// uiEnv is what runUI needs from the outside world, replaceable in tests.
+// uiEnv is what the commands need from the outside world, replaceable in
+// tests.
 type uiEnv struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
+	// notifyInterrupt delivers Ctrl-C (SIGINT) to the chat, which stops a
+	// turn with it instead of ending, until stop is called.
+	notifyInterrupt func() (interrupts <-chan os.Signal, stop func())
 	// newForwarder makes the port-forwarder; production uses SPDY/WebSocket
 	// through the API server, which needs a kubelet at the other end.
 	newForwarder func(*rest.Config) (podForwarder, error)
@@ -113,7 +93,12 @@ type uiEnv struct {
 
 func defaultUIEnv() uiEnv {
 	return uiEnv{
-		stdout: os.Stdout, stderr: os.Stderr,
+		stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+		notifyInterrupt: func() (<-chan os.Signal, func()) {
+			ch := make(chan os.Signal, 1)
+			signal.Notify(ch, os.Interrupt)
+			return ch, func() { signal.Stop(ch) }
+		},
 		newForwarder: func(c *rest.Config) (podForwarder, error) { return newSPDYForwarder(c, os.Stderr) },
 		openBrowser: func(ctx context.Context, u string) error {
 			return openBrowser(ctx, u, os.Getenv)
@@ -138,62 +123,15 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	}
 	defer ln.Close()
 
-	loader := clientcmd.NewDefaultClientConfigLoadingRules()
-	loader.ExplicitPath = o.kubeconfig
-	kcfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loader, &clientcmd.ConfigOverrides{CurrentContext: o.context})
-	cfg, err := kcfg.ClientConfig()
-	if err != nil {
-		return fmt.Errorf("ui: cannot load kubeconfig: %w", err)
-	}
-	ns := o.namespace
-	if ns == "" {
-		if ns, _, err = kcfg.Namespace(); err != nil {
-			return fmt.Errorf("ui: cannot read the kubeconfig's namespace: %w", err)
-		}
-	}
-	kc, err := newKubeClients(cfg)
+	ep, err := forwardToAgent(ctx, "ui", o.name, &o.agentFlags, env)
 	if err != nil {
 		return err
 	}
-	tgt, err := kc.resolve(ctx, ns, o.name)
-	if err != nil {
-		return err
-	}
-	cred, err := agentCredentialFor(ctx, kc, cfg, tgt.Agent, o.credential)
-	if err != nil {
-		return fmt.Errorf("ui: %w", err)
-	}
-
-	fwd, err := env.newForwarder(cfg)
-	if err != nil {
-		return err
-	}
-	fctx, stopForward := context.WithCancel(ctx)
-	defer stopForward()
-	local, lost, err := fwd.Forward(fctx, tgt.Pod, tgt.PodPort)
-	if err != nil {
-		return fmt.Errorf("ui: cannot port-forward to pod %s/%s: %w", tgt.Pod.Namespace, tgt.Pod.Name, err)
-	}
-	forwarding := true
-	defer func() {
-		stopForward()
-		// Waiting means the forwarder has released its listener and streams.
-		if forwarding {
-			if err := <-lost; err != nil {
-				fmt.Fprintf(env.stderr, "port-forward ended: %v\n", err)
-			}
-		}
-	}()
-	fmt.Fprintf(env.stdout, "Forwarding %s -> pod %s/%s port %d\n", local, tgt.Pod.Namespace, tgt.Pod.Name, tgt.PodPort)
-	backend := &url.URL{Scheme: "http", Host: local}
-	apps, me, err := probe(ctx, backend, cred)
-	if err != nil {
-		return fmt.Errorf("ui: %w (token from %s)", err, cred.From)
-	}
+	defer ep.close()
 
 	origin := "http://" + ln.Addr().String()
 	h, err := webui.NewHandler(webui.Config{
-		Origin: origin, Backend: backend, TokenFunc: cred.Token,
+		Origin: origin, Backend: ep.base, TokenFunc: ep.cred.Token,
 		Logger: slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -206,14 +144,14 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 
 	uiURL := origin + webui.UIPath
 	as := ""
-	if me.User != "" {
+	if ep.me.User != "" {
 		// The UI names its ADK user in every path and run; in an identity
 		// mode that must be the caller.
-		uiURL += "?" + url.Values{"userId": {me.User}}.Encode()
-		as = " as " + me.User
+		uiURL += "?" + url.Values{"userId": {ep.me.User}}.Encode()
+		as = " as " + ep.me.User
 	}
-	fmt.Fprintf(env.stdout, "ADK web UI for GooseAgent %s/%s (app %s)%s: %s\nPress Ctrl-C to stop.\n",
-		ns, o.name, strings.Join(apps, ", "), as, uiURL)
+	fmt.Fprintf(env.stdout, "ADK web UI for GooseAgent %s (app %s)%s: %s\nPress Ctrl-C to stop.\n",
+		ep.agent, strings.Join(ep.apps, ", "), as, uiURL)
 	if env.onServing != nil {
 		env.onServing(origin)
 	}
@@ -226,9 +164,8 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	var result error
 	select {
 	case <-ctx.Done():
-	case err := <-lost:
-		forwarding = false
-		result = fmt.Errorf("ui: lost the port-forward to pod %s/%s: %w; run goosectl ui again", tgt.Pod.Namespace, tgt.Pod.Name, err)
+	case err := <-ep.lost:
+		result = fmt.Errorf("ui: lost the port-forward to %s: %w; run goosectl ui again", ep.where, err)
 	case err := <-served:
 		result = fmt.Errorf("ui: serving failed: %w", err)
 	}
@@ -240,58 +177,6 @@ func runUI(ctx context.Context, args []string, env uiEnv) error {
 	}
 	return result
 }
-
-// probe checks that the sidecar answers through the forward and accepts the
-// credential, so that a bad one fails here and not as a blank UI, and asks
-// who the agent takes the caller to be.
-func probe(ctx context.Context, backend *url.URL, cred *agentCredential) ([]string, identity.WhoAmI, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	var apps []string
-	if err := probeGet(ctx, backend, cred, "list-apps", &apps); err != nil {
-		return nil, identity.WhoAmI{}, err
-	}
-	var me identity.WhoAmI
-	if err := probeGet(ctx, backend, cred, strings.TrimPrefix(identity.WhoAmIPath, "/"), &me); err != nil {
-		return nil, identity.WhoAmI{}, err
-	}
-	return apps, me, nil
-}
-
-// probeGet GETs path from the sidecar and decodes its JSON answer into out.
-func probeGet(ctx context.Context, backend *url.URL, cred *agentCredential, path string, out any) error {
-	token, err := cred.Token(ctx)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, backend.JoinPath(path).String(), nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := probeClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("the agent does not answer through the port-forward: %w", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
-		return errors.New("the agent rejected the token")
-	case resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("the agent refused the caller: %s", strings.TrimSpace(string(body)))
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("the agent answered GET /%s with %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("the agent answered GET /%s with %q, not what goosectl expects", path, body)
-	}
-	return nil
-}
-
-// probeClient keeps no idle connection: one would hold a stream of the
-// port-forward open for nothing.
-var probeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 var errNoOpener = errors.New("no display or browser opener")
 

@@ -29,7 +29,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
-// kubeClients reads what `goosectl ui` needs with the user's credentials.
+// kubeClients reads what goosectl needs with the user's credentials.
 // Plain REST clients over a scheme of just core/v1 and the GooseAgent API
 // keep goosectl from linking every built-in API group, as the generated
 // clientset would.
@@ -59,7 +59,7 @@ func newKubeClients(cfg *rest.Config) (*kubeClients, error) {
 		}
 		rc, err := rest.RESTClientFor(c)
 		if err != nil {
-			return nil, fmt.Errorf("ui: cannot create a Kubernetes client: %w", err)
+			return nil, fmt.Errorf("cannot create a Kubernetes client: %w", err)
 		}
 		return rc, nil
 	}
@@ -89,13 +89,13 @@ func (k *kubeClients) resolve(ctx context.Context, ns, name string) (*uiTarget, 
 	err := k.agents.Get().Namespace(ns).Resource("gooseagents").Name(name).Do(ctx).Into(agent)
 	switch {
 	case apierrors.IsNotFound(err) && isNamedNotFound(err, name):
-		return nil, fmt.Errorf("ui: GooseAgent %q not found in namespace %q (kubectl get gooseagents -n %s)", name, ns, ns)
+		return nil, fmt.Errorf("GooseAgent %q not found in namespace %q (kubectl get gooseagents -n %s)", name, ns, ns)
 	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("ui: the GooseAgent API (%s) is not installed in this cluster: %w", agentsv1alpha1.GroupVersion, err)
+		return nil, fmt.Errorf("the GooseAgent API (%s) is not installed in this cluster: %w", agentsv1alpha1.GroupVersion, err)
 	case apierrors.IsForbidden(err):
-		return nil, fmt.Errorf("ui: not allowed to read GooseAgent %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("not allowed to read GooseAgent %s/%s: %w", ns, name, err)
 	case err != nil:
-		return nil, fmt.Errorf("ui: cannot read GooseAgent %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("cannot read GooseAgent %s/%s: %w", ns, name, err)
 	}
 	t := &uiTarget{Agent: agent}
 
@@ -103,26 +103,26 @@ func (k *kubeClients) resolve(ctx context.Context, ns, name string) (*uiTarget, 
 	t.Service = &corev1.Service{}
 	err = k.core.Get().Namespace(ns).Resource("services").Name(svcName).Do(ctx).Into(t.Service)
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("ui: GooseAgent %s/%s is not ready: its Service %q does not exist yet (is the goose-operator running?)%s",
+		return nil, fmt.Errorf("GooseAgent %s/%s is not ready: its Service %q does not exist yet (is the goose-operator running?)%s",
 			ns, name, svcName, readySuffix(agent))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ui: cannot read Service %s/%s: %w", ns, svcName, err)
+		return nil, fmt.Errorf("cannot read Service %s/%s: %w", ns, svcName, err)
 	}
 	i := slices.IndexFunc(t.Service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == render.PortName })
 	if i < 0 {
-		return nil, fmt.Errorf("ui: Service %s/%s has no port named %q", ns, svcName, render.PortName)
+		return nil, fmt.Errorf("Service %s/%s has no port named %q", ns, svcName, render.PortName)
 	}
 	svcPort := t.Service.Spec.Ports[i]
 	if len(t.Service.Spec.Selector) == 0 {
-		return nil, fmt.Errorf("ui: Service %s/%s has no selector, so no pod to forward to", ns, svcName)
+		return nil, fmt.Errorf("Service %s/%s has no selector, so no pod to forward to", ns, svcName)
 	}
 
 	sel := labels.SelectorFromSet(t.Service.Spec.Selector).String()
 	pods := &corev1.PodList{}
 	err = k.core.Get().Namespace(ns).Resource("pods").Param("labelSelector", sel).Do(ctx).Into(pods)
 	if err != nil {
-		return nil, fmt.Errorf("ui: cannot list the pods of GooseAgent %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("cannot list the pods of GooseAgent %s/%s: %w", ns, name, err)
 	}
 	var ready []*corev1.Pod
 	for i := range pods.Items {
@@ -131,7 +131,7 @@ func (k *kubeClients) resolve(ctx context.Context, ns, name string) (*uiTarget, 
 		}
 	}
 	if len(ready) == 0 {
-		return nil, fmt.Errorf("ui: GooseAgent %s/%s is not ready: none of its %d pods (%s) is ready%s",
+		return nil, fmt.Errorf("GooseAgent %s/%s is not ready: none of its %d pods (%s) is ready%s",
 			ns, name, len(pods.Items), sel, readySuffix(agent))
 	}
 	// Sessions live on the pod that created them; the lowest name is the
@@ -139,7 +139,7 @@ func (k *kubeClients) resolve(ctx context.Context, ns, name string) (*uiTarget, 
 	slices.SortFunc(ready, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	t.Pod = ready[0]
 	if t.PodPort, err = containerPort(t.Pod, svcPort); err != nil {
-		return nil, fmt.Errorf("ui: pod %s/%s: %w", ns, t.Pod.Name, err)
+		return nil, fmt.Errorf("pod %s/%s: %w", ns, t.Pod.Name, err)
 	}
 	return t, nil
 }
@@ -208,16 +208,16 @@ func (k *kubeClients) readToken(ctx context.Context, a *agentsv1alpha1.GooseAgen
 	err = k.core.Get().Namespace(a.Namespace).Resource("secrets").Name(name).Do(ctx).Into(s)
 	switch {
 	case apierrors.IsForbidden(err):
-		return "", "", fmt.Errorf("ui: your credentials may not read %s, which holds the agent's token (kubectl auth can-i get secret/%s -n %s)%s",
+		return "", "", fmt.Errorf("your credentials may not read %s, which holds the agent's token (kubectl auth can-i get secret/%s -n %s)%s",
 			from, name, a.Namespace, hint)
 	case apierrors.IsNotFound(err):
-		return "", "", fmt.Errorf("ui: %s, which holds the agent's token, does not exist%s", from, hint)
+		return "", "", fmt.Errorf("%s, which holds the agent's token, does not exist%s", from, hint)
 	case err != nil:
-		return "", "", fmt.Errorf("ui: cannot read %s: %w%s", from, err, hint)
+		return "", "", fmt.Errorf("cannot read %s: %w%s", from, err, hint)
 	}
 	token = strings.TrimSpace(string(s.Data[key]))
 	if token == "" {
-		return "", "", fmt.Errorf("ui: %s is missing or empty%s", from, hint)
+		return "", "", fmt.Errorf("%s is missing or empty%s", from, hint)
 	}
 	return token, from, nil
 }
