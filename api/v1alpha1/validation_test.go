@@ -123,6 +123,24 @@ func TestWorkspaceSettingsAccepted(t *testing.T) {
 	}
 }
 
+// TestIdleSettingsAccepted: the edges of spec.idle that must pass.
+func TestIdleSettingsAccepted(t *testing.T) {
+	ns := newNamespace(t)
+	env := testenv.Shared(t)
+	for i, idle := range []agentsv1alpha1.IdleSpec{
+		{}, // never parked
+		{After: &metav1.Duration{Duration: 10 * time.Second}},
+		{After: &metav1.Duration{Duration: 8760 * time.Hour}},
+		{Parked: true},
+	} {
+		ga := validAgent(ns, fmt.Sprintf("idle-%d", i))
+		ga.Spec.Idle = &idle
+		if err := env.Client.Create(context.Background(), ga); err != nil {
+			t.Errorf("idle %+v rejected: %v", idle, err)
+		}
+	}
+}
+
 func TestInvalidAgentsAreRejected(t *testing.T) {
 	ns := newNamespace(t)
 	env := testenv.Shared(t)
@@ -218,6 +236,12 @@ func TestInvalidAgentsAreRejected(t *testing.T) {
 			[]string{"spec.workspace.mountPath"}},
 		{"unknown workspace scope", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Workspace.Scope = "tenant" },
 			[]string{"spec.workspace.scope", "Unsupported value"}},
+		{"idle after too short", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Idle = &agentsv1alpha1.IdleSpec{After: &metav1.Duration{Duration: 9 * time.Second}}
+		}, []string{"spec.idle.after", "between 10s and 8760h"}},
+		{"idle after too long", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Idle = &agentsv1alpha1.IdleSpec{After: &metav1.Duration{Duration: 8761 * time.Hour}}
+		}, []string{"spec.idle.after", "between 10s and 8760h"}},
 		{"workspace retention too short", func(g *agentsv1alpha1.GooseAgent) {
 			g.Spec.Workspace.Retention = &metav1.Duration{Duration: time.Minute}
 		}, []string{"spec.workspace.retention", "0s (keep) or at least 1h"}},
