@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
@@ -27,6 +28,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers"
 	"github.com/adk2goose/goose-operator/controllers/internal/fixtures"
 	"github.com/adk2goose/goose-operator/controllers/references"
+	"github.com/adk2goose/goose-operator/controllers/stats"
 	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 )
 
@@ -137,6 +139,13 @@ type harness struct {
 type harnessOpts struct {
 	generate    func(string) (string, error)
 	concurrency int
+	// activity, activator and idleRecheck set the reconciler's fields of
+	// the same names (parking).
+	activator   *controllers.Activator
+	idleRecheck time.Duration
+	// statsURL, when set, makes the reconciler ask the agents' pods for
+	// their activity through the stats reconciler, at this URL a pod.
+	statsURL func(pod *corev1.Pod, port int32) string
 }
 
 func startManager(t testing.TB, o harnessOpts) *harness {
@@ -175,6 +184,11 @@ func startManager(t testing.TB, o harnessOpts) *harness {
 		Defaults:                fixtures.Defaults,
 		GenerateToken:           o.generate,
 		MaxConcurrentReconciles: max(o.concurrency, 2),
+		Activator:               o.activator,
+		IdleRecheck:             o.idleRecheck,
+	}
+	if o.statsURL != nil {
+		r.Activity = &stats.Reconciler{Client: mgr.GetClient(), References: refs, Collector: stats.New(stats.Options{}), PodURL: o.statsURL}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
