@@ -83,7 +83,7 @@ func TestDecideIdle(t *testing.T) {
 			a: agent(&agentsv1alpha1.IdleSpec{}, &agentsv1alpha1.IdleStatus{ParkedAt: mt(created)}, agentsv1alpha1.ReasonIdle), now: created.Add(time.Hour), activity: &activityFunc{}, podReady: true,
 			wantReason: agentsv1alpha1.ReasonAwake},
 		{name: "waking, no pod ready yet, before the deadline",
-			a: agent(idleAfter, &agentsv1alpha1.IdleStatus{WokenAt: mt(created.Add(time.Hour)), LastActivityAt: mt(created.Add(time.Hour))}, agentsv1alpha1.ReasonWaking),
+			a:   agent(idleAfter, &agentsv1alpha1.IdleStatus{WokenAt: mt(created.Add(time.Hour)), LastActivityAt: mt(created.Add(time.Hour))}, agentsv1alpha1.ReasonWaking),
 			now: created.Add(time.Hour + time.Minute), activity: &activityFunc{},
 			wantReason: agentsv1alpha1.ReasonWaking, wantAfter: 9 * time.Minute},
 	} {
