@@ -69,7 +69,9 @@ func (f *fakeStats) set(inFlight int, lastTurn time.Time) {
 func (f *fakeStats) url(*corev1.Pod, int32) string { return f.srv.URL + "/stats" }
 
 // readyPod creates a pod and writes a ready status with ip, as the kubelet
-// would (envtest has none).
+// would (envtest has none). The addresses are never dialled: agent pods'
+// /stats go to the fake, and the activator's are only written into slices
+// (192.0.2.0/24, a documentation range: slices refuse loopback).
 func readyPod(t *testing.T, ns, name string, l map[string]string, ip string, ready bool) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
@@ -209,13 +211,20 @@ func TestIdleParksAndWakes(t *testing.T) {
 	// A stale wake request (before the park) and a spec change: the change
 	// reaches the StatefulSet, the agent stays parked.
 	requestWake(t, ns, name, a.Status.Idle.ParkedAt.Add(-time.Minute))
-	before := sts.Spec.Template.Annotations[render.ConfigHashAnnotation]
 	updateAgent(t, ns, name, func(a *agentsv1alpha1.GooseAgent) { a.Spec.Provider.Model = "qwen3:32b" })
 	poll.UntilNil(t, "the spec change to reach the StatefulSet", func() error {
-		if h := podHash(t, ns, name); h == before {
-			return fmt.Errorf("config hash unchanged")
+		s, err := getSTS(ns, name)
+		if err != nil {
+			return err
 		}
-		return nil
+		for _, c := range s.Spec.Template.Spec.Containers {
+			for _, e := range c.Env {
+				if e.Name == "GOOSE_MODEL" && e.Value == "qwen3:32b" {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no container has GOOSE_MODEL=qwen3:32b")
 	})
 	syncWith(t, ns, name, "after the stale wake")
 	if err := conditionIs(ns, name, agentsv1alpha1.ConditionParked, metav1.ConditionTrue, agentsv1alpha1.ReasonIdle); err != nil {
@@ -295,9 +304,9 @@ func TestParkedServicePointsAtTheActivator(t *testing.T) {
 	ctx := context.Background()
 	actNS := newNamespace(t, "activator")
 	actLabels := map[string]string{"app": "activator"}
-	readyPod(t, actNS, "manager-a", actLabels, "127.0.0.5", true)
-	notYet := readyPod(t, actNS, "manager-b", actLabels, "127.0.0.6", false)
-	readyPod(t, actNS, "other", map[string]string{"app": "other"}, "127.0.0.7", true)
+	readyPod(t, actNS, "manager-a", actLabels, "192.0.2.5", true)
+	notYet := readyPod(t, actNS, "manager-b", actLabels, "192.0.2.6", false)
+	readyPod(t, actNS, "other", map[string]string{"app": "other"}, "192.0.2.7", true)
 
 	ns := newNamespace(t, "parkedsvc")
 	startManager(t, harnessOpts{generate: fixtures.GenerateFixed,
@@ -334,7 +343,7 @@ func TestParkedServicePointsAtTheActivator(t *testing.T) {
 		if svc.Spec.Selector != nil {
 			return fmt.Errorf("selector %v", svc.Spec.Selector)
 		}
-		return activatorSliceHolds(ns, name, "127.0.0.5")
+		return activatorSliceHolds(ns, name, "192.0.2.5")
 	})
 	for _, o := range stale {
 		poll.UntilNil(t, fmt.Sprintf("%T %s to be deleted", o, o.GetName()), func() error {
@@ -350,8 +359,8 @@ func TestParkedServicePointsAtTheActivator(t *testing.T) {
 	}
 
 	// The slice follows the activator's pods.
-	setPodReady(t, notYet, "127.0.0.6", true)
-	poll.UntilNil(t, "the slice to list the second activator pod", func() error { return activatorSliceHolds(ns, name, "127.0.0.5", "127.0.0.6") })
+	setPodReady(t, notYet, "192.0.2.6", true)
+	poll.UntilNil(t, "the slice to list the second activator pod", func() error { return activatorSliceHolds(ns, name, "192.0.2.5", "192.0.2.6") })
 
 	// Wake: the selector returns at once; the slice stays until a pod is ready.
 	updateAgent(t, ns, name, func(a *agentsv1alpha1.GooseAgent) { a.Spec.Idle.Parked = false })
@@ -364,7 +373,7 @@ func TestParkedServicePointsAtTheActivator(t *testing.T) {
 		}
 		return nil
 	})
-	if err := activatorSliceHolds(ns, name, "127.0.0.5", "127.0.0.6"); err != nil {
+	if err := activatorSliceHolds(ns, name, "192.0.2.5", "192.0.2.6"); err != nil {
 		t.Fatalf("the slice went before an agent pod was ready: %v", err)
 	}
 	sts := &appsv1.StatefulSet{}
@@ -389,7 +398,7 @@ func serviceSlice(ns, service, name, managedBy string) *discoveryv1.EndpointSlic
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{
 			discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: managedBy}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"127.0.0.9"}}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.9"}}},
 	}
 }
 
