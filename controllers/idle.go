@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -233,20 +234,35 @@ func isPodReady(p *corev1.Pod) bool {
 }
 
 // agentsOnActivator maps a change of an activator pod to the agents whose
-// Service points at the activator, so their slices follow its pods.
+// Service points at the activator, so their slices follow its pods: those
+// with an activator slice, and those whose status or spec says parked or
+// waking (a park whose slice the cache has not seen yet).
 func (r *GooseAgentReconciler) agentsOnActivator(ctx context.Context, _ *corev1.Pod) []reconcile.Request {
+	keys := map[client.ObjectKey]bool{}
+	var slices discoveryv1.EndpointSliceList
+	if err := r.Client.List(ctx, &slices, client.MatchingLabels{discoveryv1.LabelManagedBy: render.SliceManagedBy}); err != nil {
+		log.FromContext(ctx).Error(err, "failed to list activator slices for an activator pod change")
+	}
+	for _, s := range slices.Items {
+		if owner := metav1.GetControllerOf(&s); owner != nil && owner.Kind == "GooseAgent" {
+			keys[client.ObjectKey{Namespace: s.Namespace, Name: owner.Name}] = true
+		}
+	}
 	var list agentsv1alpha1.GooseAgentList
 	if err := r.Client.List(ctx, &list); err != nil {
 		log.FromContext(ctx).Error(err, "failed to list GooseAgents for an activator pod change")
-		return nil
 	}
-	var reqs []reconcile.Request
 	for i := range list.Items {
 		a := &list.Items[i]
 		c := meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionParked)
-		if c != nil && (c.Status == metav1.ConditionTrue || c.Reason == agentsv1alpha1.ReasonWaking) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
+		if (c != nil && (c.Status == metav1.ConditionTrue || c.Reason == agentsv1alpha1.ReasonWaking)) ||
+			(a.Spec.Idle != nil && a.Spec.Idle.Parked) {
+			keys[client.ObjectKeyFromObject(a)] = true
 		}
+	}
+	reqs := make([]reconcile.Request, 0, len(keys))
+	for k := range keys {
+		reqs = append(reqs, reconcile.Request{NamespacedName: k})
 	}
 	return reqs
 }
