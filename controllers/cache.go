@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +26,8 @@ func CacheOptions() cache.Options {
 			&corev1.Pod{}:       {Label: agentPods},
 			&corev1.Secret{}:    {Label: children},
 			&corev1.ConfigMap{}: {Label: children},
+			// Only the activator's slices of parked agents; every Service has some.
+			&discoveryv1.EndpointSlice{}: {Label: children},
 		},
 		DefaultTransform: keepOwnManagedFields,
 	}

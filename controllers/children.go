@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	discoveryv1ac "k8s.io/client-go/applyconfigurations/discovery/v1"
 	netv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +25,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;patch;delete
 
 // childKinds are the kinds of object the operator makes for an agent, and
 // the one place a kind is added (besides the render.Desired field that
@@ -37,6 +39,7 @@ var childKinds = []childKind{
 	kindOf(corev1ac.ExtractService),
 	kindOf(extractStatefulSet),
 	kindOf(netv1ac.ExtractNetworkPolicy),
+	kindOf(discoveryv1ac.ExtractEndpointSlice),
 }
 
 // childVerbs are what the manager needs on every child kind: server-side

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,7 +85,7 @@ func renderCase(t testing.TB, c *fixtures.Case, a *agentsv1alpha1.GooseAgent) *r
 	if err != nil || len(missing) > 0 {
 		t.Fatalf("case %s: %v %v", c.Name, err, missing)
 	}
-	d, err := render.Build(render.Inputs{Agent: a, Defaults: fixtures.Defaults, Generated: fixtures.Generated, Values: values})
+	d, err := render.Build(c.Inputs(a, values))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,24 +192,29 @@ func TestChildKindsPermitted(t *testing.T) {
 func TestChildKindsAppliedWatchedPruned(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, "kinds")
-	startManager(t, harnessOpts{generate: fixtures.GenerateFixed})
+	// The parked case renders the activator's slice, which needs an activator.
+	startManager(t, harnessOpts{generate: fixtures.GenerateFixed,
+		activator: &controllers.Activator{Namespace: ns, Selector: labels.SelectorFromSet(labels.Set{"app": "no-activator-pods"}), Port: 8085}})
 	ctx := context.Background()
-	c := loadCase(t, "approve")
-	createCase(t, c, ns)
-	waitSTS(t, ns, c.Agent.Name)
-	a := getAgent(t, ns, c.Agent.Name)
 	byKind := map[schema.GroupVersionKind]runtime.ApplyConfiguration{}
-	for _, o := range renderCase(t, c, a).Objects() {
-		gvk, _ := gvkOf(t, o)
-		if _, ok := byKind[gvk]; !ok {
-			byKind[gvk] = o
+	var a *agentsv1alpha1.GooseAgent
+	for _, name := range []string{"approve", "parked"} {
+		c := loadCase(t, name)
+		createCase(t, c, ns)
+		waitSTS(t, ns, c.Agent.Name)
+		a = getAgent(t, ns, c.Agent.Name)
+		for _, o := range renderCase(t, c, a).Objects() {
+			gvk, _ := gvkOf(t, o)
+			if _, ok := byKind[gvk]; !ok {
+				byKind[gvk] = o
+			}
 		}
 	}
 	for _, gvk := range childGVKs(t, env.Scheme) {
 		t.Run(gvk.Kind, func(t *testing.T) {
 			desired, ok := byKind[gvk]
 			if !ok {
-				t.Fatalf("case %s renders no %s: give a fixture that renders every child kind to this test", c.Name, gvk.Kind)
+				t.Fatalf("no case renders %s: give a fixture that renders every child kind to this test", gvk.Kind)
 			}
 			want := toUnstructured(t, desired)
 			key := client.ObjectKey{Namespace: ns, Name: want.GetName()}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,12 +18,14 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	agentsv1alpha1ac "github.com/adk2goose/goose-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
@@ -62,6 +65,18 @@ type GooseAgentReconciler struct {
 	MaxConcurrentReconciles int
 
 	status ssa.Status
+	// Activity asks an agent's pods whether they are idle, for spec.idle;
+	// nil parks agents only by spec.idle.parked.
+	Activity ActivityReader
+	// IdleRecheck is how soon an agent due to be parked is asked again while
+	// a turn runs or a pod does not answer (default DefaultIdleRecheck).
+	IdleRecheck time.Duration
+	// Activator, when set, is where a parked agent's Service points.
+	Activator *Activator
+
+	// activatorPods reads the activator's pods (a cache of their own, set
+	// up by SetupWithManager).
+	activatorPods client.Reader
 }
 
 func (r *GooseAgentReconciler) now() time.Time {
@@ -105,10 +120,28 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		// Status-only updates (ours, the stats collector's) must not loop back.
-		For(&agentsv1alpha1.GooseAgent{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+		// Status-only updates (ours, the stats collector's) must not loop
+		// back; a wake request changes only an annotation.
+		For(&agentsv1alpha1.GooseAgent{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, wakeRequested)))
 	for _, k := range childKinds {
 		b = b.Owns(k.newObject())
+	}
+	if r.Activator != nil {
+		// The activator's pods live in the manager's namespace, outside the
+		// agent-pod filter of the main cache: they get a cache of their own.
+		c, err := cache.New(mgr.GetConfig(), cache.Options{
+			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			DefaultNamespaces:    map[string]cache.Config{r.Activator.Namespace: {}},
+			DefaultLabelSelector: r.Activator.Selector,
+		})
+		if err != nil {
+			return fmt.Errorf("failed to make the activator pods' cache: %w", err)
+		}
+		if err := mgr.Add(c); err != nil {
+			return fmt.Errorf("failed to add the activator pods' cache: %w", err)
+		}
+		r.activatorPods = c
+		b = b.WatchesRawSource(source.Kind(c, &corev1.Pod{}, handler.TypedEnqueueRequestsFromMapFunc(r.agentsOnActivator)))
 	}
 	return b.
 		WatchesRawSource(secrets).
@@ -159,7 +192,18 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil // children go with it through owner references
 	}
 
-	var obs observation
+	// The cache holds only agent pods (CacheOptions).
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(a.Namespace), client.MatchingLabels(render.SelectorLabels(a))); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to list pods: %w", err)
+	}
+	// A pod still stopping from the park does not count as woken.
+	podReady := slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp.IsZero() && isPodReady(&p) })
+	idle, err := r.decideIdle(ctx, a, podReady)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs := observation{idle: idle}
 	desired, err := r.desired(ctx, a, &obs)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -183,15 +227,24 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 
 	if obs.sts != nil {
-		// The cache holds only agent pods (CacheOptions).
-		var pods corev1.PodList
-		if err := r.Client.List(ctx, &pods, client.InNamespace(a.Namespace), client.MatchingLabels(render.SelectorLabels(a))); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to list pods: %w", err)
-		}
 		obs.pods = classifyPods(pods.Items)
+	}
+	if idle.parked && desired != nil && obs.applyErr == nil {
+		n, err := r.removeStaleEndpoints(ctx, a)
+		if err != nil {
+			obs.applyErr = err
+		}
+		if n > 0 {
+			// The mirroring controller may write its slice once more from
+			// the Endpoints just deleted: look again shortly.
+			idle.requeue = time.Second
+		}
 	}
 
 	st, requeue := desiredStatus(a, obs, r.now())
+	if idle.requeue > 0 && (requeue == 0 || idle.requeue < requeue) {
+		requeue = idle.requeue
+	}
 	if err := r.recordEvents(a, st, applied, pruned, obs); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -223,7 +276,13 @@ func (r *GooseAgentReconciler) desired(ctx context.Context, a *agentsv1alpha1.Go
 		}
 		return nil, err
 	}
-	d, err := render.Build(render.Inputs{Agent: a, Defaults: r.Defaults, Generated: gen, Values: values})
+	in := render.Inputs{Agent: a, Defaults: r.Defaults, Generated: gen, Values: values, Parked: obs.idle.parked}
+	if r.Activator != nil && obs.idle.servesActivator() {
+		if in.Activator, err = r.activatorInputs(ctx); err != nil {
+			return nil, err
+		}
+	}
+	d, err := render.Build(in)
 	if render.IsInvalidSpec(err) {
 		obs.blockedReason, obs.blockedMessage = agentsv1alpha1.ReasonInvalidSpec, err.Error()
 		return nil, nil
@@ -384,6 +443,8 @@ func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, status
 	switch {
 	case cur.Status == metav1.ConditionTrue:
 		r.Recorder.Eventf(a, nil, corev1.EventTypeNormal, "Ready", "Reconcile", "%s", cur.Message)
+	case cur.Reason == agentsv1alpha1.ReasonParked:
+		r.Recorder.Eventf(a, nil, corev1.EventTypeNormal, agentsv1alpha1.ReasonParked, "Park", "%s", cur.Message)
 	case cur.Reason == agentsv1alpha1.ReasonReferenceNotFound || cur.Reason == agentsv1alpha1.ReasonInvalidSpec:
 		r.Recorder.Eventf(a, nil, corev1.EventTypeWarning, cur.Reason, "Reconcile", "%s", cur.Message)
 	case old != nil && old.Status == metav1.ConditionTrue:

@@ -15,12 +15,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/retry"
 	psaapi "k8s.io/pod-security-admission/api"
@@ -252,7 +254,15 @@ func TestGoldenChildren(t *testing.T) {
 	// no garbage collector, and the next run (go test -count) creates the
 	// same agents in the same namespace again.
 	t.Cleanup(func() { deleteAgentsAndChildren(t, "agents") })
-	startManager(t, harnessOpts{generate: fixtures.GenerateFixed})
+	// The parked case's Service points at the fixtures' activator pod.
+	act := fixtures.Activator.Pods[0]
+	ensureNamespace(t, act.Namespace)
+	actLabels := map[string]string{"app": "golden-activator"}
+	if p := (&corev1.Pod{}); env.Client.Get(context.Background(), client.ObjectKey{Namespace: act.Namespace, Name: act.Name}, p) != nil {
+		readyPod(t, act.Namespace, act.Name, actLabels, act.IP, true)
+	}
+	startManager(t, harnessOpts{generate: fixtures.GenerateFixed,
+		activator: &controllers.Activator{Namespace: act.Namespace, Selector: labels.SelectorFromSet(actLabels), Port: fixtures.Activator.Port}})
 	cases, err := fixtures.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +281,12 @@ func TestGoldenChildren(t *testing.T) {
 					return env.Client.Get(context.Background(), client.ObjectKey{Namespace: a.Namespace, Name: render.NetworkPolicyName(a)}, &networkingv1.NetworkPolicy{})
 				})
 			}
+			parked := a.Spec.Idle != nil && a.Spec.Idle.Parked
+			if parked {
+				poll.UntilNil(t, "the activator's EndpointSlice", func() error {
+					return env.Client.Get(context.Background(), client.ObjectKey{Namespace: a.Namespace, Name: render.ActivatorSliceName(a)}, &discoveryv1.EndpointSlice{})
+				})
+			}
 			a = getAgent(t, a.Namespace, a.Name)
 			want, err := os.ReadFile(fixtures.GoldenPath(c.Name))
 			if err != nil {
@@ -286,6 +302,9 @@ func TestGoldenChildren(t *testing.T) {
 			}
 			if a.Spec.NetworkPolicy != nil {
 				wantNames = append(wantNames, "NetworkPolicy/"+render.NetworkPolicyName(a))
+			}
+			if parked {
+				wantNames = append(wantNames, "EndpointSlice/"+render.ActivatorSliceName(a))
 			}
 			if render.IsKubernetesMode(a) {
 				wantNames = append(wantNames, "ServiceAccount/"+render.ServiceAccountName(a))

@@ -32,6 +32,8 @@ type observation struct {
 	pods *podProblem
 	// runtimeMissing names stdio extensions whose runtime the pod lacks.
 	runtimeMissing string
+	// idle is whether the agent is parked (spec.idle).
+	idle idleDecision
 }
 
 // desiredStatus computes the reconciler's part of the status from the
@@ -52,13 +54,26 @@ func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time)
 	if obs.sts != nil {
 		replicas, ready = obs.sts.Status.Replicas, obs.sts.Status.ReadyReplicas
 	}
+	owned := []string{agentsv1alpha1.ConditionReady, agentsv1alpha1.ConditionProgressing, agentsv1alpha1.ConditionDegraded}
+	if obs.idle.enabled {
+		parked := metav1.ConditionFalse
+		if obs.idle.parked {
+			parked = metav1.ConditionTrue
+		}
+		set(agentsv1alpha1.ConditionParked, parked, obs.idle.reason, obs.idle.message)
+		owned = append(owned, agentsv1alpha1.ConditionParked)
+	}
 	status := func(requeue time.Duration) (*agentsv1alpha1ac.GooseAgentStatusApplyConfiguration, time.Duration) {
-		return agentsv1alpha1ac.GooseAgentStatus().
+		st := agentsv1alpha1ac.GooseAgentStatus().
 			WithObservedGeneration(a.Generation).
 			WithReplicas(replicas).
 			WithReadyReplicas(ready).
 			WithEndpoints(agentsv1alpha1ac.Endpoints().WithREST(render.RESTEndpoint(a)).WithAgentCard(render.AgentCardEndpoint(a))).
-			WithConditions(ssa.Conditions(conds, agentsv1alpha1.ConditionReady, agentsv1alpha1.ConditionProgressing, agentsv1alpha1.ConditionDegraded)...), requeue
+			WithConditions(ssa.Conditions(conds, owned...)...)
+		if obs.idle.enabled {
+			st.WithIdle(idleStatus(obs.idle.status))
+		}
+		return st, requeue
 	}
 
 	if obs.blockedReason != "" {
@@ -83,6 +98,8 @@ func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time)
 		s := sts.Status
 		counts := fmt.Sprintf("%d/%d replicas ready, %d updated", s.ReadyReplicas, want, s.UpdatedReplicas)
 		switch {
+		case obs.idle.parked:
+			set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, agentsv1alpha1.ReasonParked, "parked: "+obs.idle.message)
 		case want == 0:
 			set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, agentsv1alpha1.ReasonScaledToZero, "the StatefulSet is scaled to zero")
 		case s.ReadyReplicas > 0:
@@ -128,4 +145,20 @@ func desiredStatus(a *agentsv1alpha1.GooseAgent, obs observation, now time.Time)
 		set(agentsv1alpha1.ConditionDegraded, metav1.ConditionFalse, agentsv1alpha1.ReasonAsExpected, "")
 	}
 	return status(requeue)
+}
+
+// idleStatus is status.idle as an apply configuration, its times to the
+// second as the API server keeps them.
+func idleStatus(s agentsv1alpha1.IdleStatus) *agentsv1alpha1ac.IdleStatusApplyConfiguration {
+	out := agentsv1alpha1ac.IdleStatus()
+	if s.LastActivityAt != nil {
+		out.WithLastActivityAt(metav1.NewTime(s.LastActivityAt.Truncate(time.Second)))
+	}
+	if s.ParkedAt != nil {
+		out.WithParkedAt(metav1.NewTime(s.ParkedAt.Truncate(time.Second)))
+	}
+	if s.WokenAt != nil {
+		out.WithWokenAt(metav1.NewTime(s.WokenAt.Truncate(time.Second)))
+	}
+	return out
 }

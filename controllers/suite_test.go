@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
@@ -145,6 +146,13 @@ type harnessOpts struct {
 	// config is the manager's client configuration; the envtest admin's
 	// when nil.
 	config *rest.Config
+	// activity, activator and idleRecheck set the reconciler's fields of
+	// the same names (parking).
+	activator   *controllers.Activator
+	idleRecheck time.Duration
+	// statsURL, when set, makes the reconciler ask the agents' pods for
+	// their activity through the stats reconciler, at this URL a pod.
+	statsURL func(pod *corev1.Pod, port int32) string
 }
 
 func startManager(t testing.TB, o harnessOpts) *harness {
@@ -190,6 +198,11 @@ func startManager(t testing.TB, o harnessOpts) *harness {
 		Defaults:                fixtures.Defaults,
 		GenerateToken:           o.generate,
 		MaxConcurrentReconciles: max(o.concurrency, 2),
+		Activator:               o.activator,
+		IdleRecheck:             o.idleRecheck,
+	}
+	if o.statsURL != nil {
+		r.Activity = &stats.Reconciler{Client: mgr.GetClient(), References: refs, Collector: stats.New(stats.Options{}), PodURL: o.statsURL}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.SetupWithManager(ctx, mgr); err != nil {

@@ -166,6 +166,30 @@ type GooseAgentSpec struct {
 	// Without it nothing is exported.
 	// +optional
 	Telemetry *TelemetrySpec `json:"telemetry,omitempty"`
+
+	// Idle parks the agent at zero pods when it is not used, and wakes it
+	// when a request arrives. Without it the agent is never parked.
+	// +optional
+	Idle *IdleSpec `json:"idle,omitempty"`
+}
+
+// IdleSpec says when an agent is parked: scaled to zero pods, its sessions,
+// usage, budget ledger and workspaces kept on their volumes. While it is
+// parked its Service points at the operator's activator, which holds a
+// request, wakes the agent and passes the request on once a pod is ready.
+type IdleSpec struct {
+	// After is how long no turn may have run on any replica before the
+	// agent is parked, between 10s and 8760h. Unset: never parked for
+	// being idle.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('8760h')",message="spec.idle.after must be between 10s and 8760h"
+	// +optional
+	After *metav1.Duration `json:"after,omitempty"`
+
+	// Parked parks the agent by hand, whether or not it is idle. A manually
+	// parked agent is not woken by requests; set it back to false (or run
+	// goosectl wake) to wake it.
+	// +optional
+	Parked bool `json:"parked,omitempty"`
 }
 
 // TelemetrySpec configures OTLP export; it becomes the standard OTEL_*
@@ -796,8 +820,8 @@ type GooseAgentStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Progressing, Degraded, StatsAvailable and, with a
-	// budget, BudgetExhausted.
+	// Conditions: Ready, Progressing, Degraded, StatsAvailable, with a
+	// budget BudgetExhausted, and with spec.idle Parked.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -831,7 +855,35 @@ type GooseAgentStatus struct {
 	// replicas. Absent without a budget.
 	// +optional
 	Budget *BudgetStatus `json:"budget,omitempty"`
+
+	// Idle says when the agent was last used, parked and woken. Absent
+	// without spec.idle.
+	// +optional
+	Idle *IdleStatus `json:"idle,omitempty"`
 }
+
+// IdleStatus is an agent's parking state.
+type IdleStatus struct {
+	// LastActivityAt is the latest of the last turn on any replica (as the
+	// sidecars' usage.db records it), the last wake and the agent's
+	// creation, as the operator last looked. The agent is parked
+	// spec.idle.after later.
+	// +optional
+	LastActivityAt *metav1.Time `json:"lastActivityAt,omitempty"`
+	// ParkedAt is when the agent was parked; set only while it is parked.
+	// +optional
+	ParkedAt *metav1.Time `json:"parkedAt,omitempty"`
+	// WokenAt is when the agent was last woken.
+	// +optional
+	WokenAt *metav1.Time `json:"wokenAt,omitempty"`
+}
+
+// WakeRequestedAtAnnotation on a GooseAgent asks the operator to wake it.
+// Its value is an RFC 3339 time (nanoseconds allowed); the activator writes
+// it when a request arrives for a parked agent. A time not after
+// status.idle.parkedAt is stale and ignored, and an agent parked by hand
+// (spec.idle.parked) is never woken by it.
+const WakeRequestedAtAnnotation = "agents.adk2goose.dev/wake-requested-at"
 
 // BudgetStatus is a token budget's use in its current period.
 type BudgetStatus struct {
@@ -891,6 +943,9 @@ const (
 	// ConditionBudgetExhausted: spec.budget is spent for the current period
 	// and new turns are refused. Present only with a budget.
 	ConditionBudgetExhausted = "BudgetExhausted"
+	// ConditionParked: the agent is scaled to zero pods by spec.idle, and
+	// its Service points at the activator. Present only with spec.idle.
+	ConditionParked = "Parked"
 )
 
 // Condition reasons. They are fixed so that tools can match on them.
@@ -910,6 +965,12 @@ const (
 	ReasonStatsNotCollected = "NotCollectedYet"
 	ReasonBudgetSpent       = "BudgetSpent"
 	ReasonWithinBudget      = "WithinBudget"
+	// Parking (the Parked condition; Ready is False with ReasonParked).
+	ReasonIdle          = "Idle"          // parked: no turn for spec.idle.after
+	ReasonParkRequested = "ParkRequested" // parked: spec.idle.parked
+	ReasonWaking        = "Waking"        // woken, no pod ready yet
+	ReasonAwake         = "Awake"         // not parked, a pod ready or none asked for
+	ReasonParked        = "Parked"
 	// Pod problems: the message names the pod, the container and the
 	// kubelet's or scheduler's own words.
 	ReasonImagePullFailed       = "ImagePullFailed"
@@ -932,6 +993,7 @@ const (
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.provider.model`
 // +kubebuilder:printcolumn:name="Sessions",type=integer,JSONPath=`.status.sessions.total`
 // +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.tokens.total`
+// +kubebuilder:printcolumn:name="Parked",type=string,JSONPath=`.status.conditions[?(@.type=="Parked")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.spec.server.flavor`,priority=1
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.sessions.active`,priority=1
@@ -939,6 +1001,7 @@ const (
 // +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.budget.used.total`,priority=1,description="Tokens used in the current budget period, all replicas"
 // +kubebuilder:printcolumn:name="Budget",type=integer,JSONPath=`.spec.budget.totalTokens`,priority=1,description="Token budget per period"
 // +kubebuilder:printcolumn:name="Period",type=string,JSONPath=`.spec.budget.period`,priority=1
+// +kubebuilder:printcolumn:name="Parked-At",type=date,JSONPath=`.status.idle.parkedAt`,priority=1,description="When the agent was parked"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 47 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 47 characters starting with a letter: it names the agent's StatefulSet, Services and volume claims",fieldPath=".metadata"
 type GooseAgent struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -123,6 +123,24 @@ func TestWorkspaceSettingsAccepted(t *testing.T) {
 	}
 }
 
+// TestIdleSettingsAccepted: the edges of spec.idle that must pass.
+func TestIdleSettingsAccepted(t *testing.T) {
+	ns := newNamespace(t)
+	env := testenv.Shared(t)
+	for i, idle := range []agentsv1alpha1.IdleSpec{
+		{}, // never parked
+		{After: &metav1.Duration{Duration: 10 * time.Second}},
+		{After: &metav1.Duration{Duration: 8760 * time.Hour}},
+		{Parked: true},
+	} {
+		ga := validAgent(ns, fmt.Sprintf("idle-%d", i))
+		ga.Spec.Idle = &idle
+		if err := env.Client.Create(context.Background(), ga); err != nil {
+			t.Errorf("idle %+v rejected: %v", idle, err)
+		}
+	}
+}
+
 func TestInvalidAgentsAreRejected(t *testing.T) {
 	ns := newNamespace(t)
 	env := testenv.Shared(t)
@@ -218,6 +236,12 @@ func TestInvalidAgentsAreRejected(t *testing.T) {
 			[]string{"spec.workspace.mountPath"}},
 		{"unknown workspace scope", func(g *agentsv1alpha1.GooseAgent) { g.Spec.Workspace.Scope = "tenant" },
 			[]string{"spec.workspace.scope", "Unsupported value"}},
+		{"idle after too short", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Idle = &agentsv1alpha1.IdleSpec{After: &metav1.Duration{Duration: 9 * time.Second}}
+		}, []string{"spec.idle.after", "between 10s and 8760h"}},
+		{"idle after too long", func(g *agentsv1alpha1.GooseAgent) {
+			g.Spec.Idle = &agentsv1alpha1.IdleSpec{After: &metav1.Duration{Duration: 8761 * time.Hour}}
+		}, []string{"spec.idle.after", "between 10s and 8760h"}},
 		{"workspace retention too short", func(g *agentsv1alpha1.GooseAgent) {
 			g.Spec.Workspace.Retention = &metav1.Duration{Duration: time.Minute}
 		}, []string{"spec.workspace.retention", "0s (keep) or at least 1h"}},
@@ -350,8 +374,11 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	ga.Status = agentsv1alpha1.GooseAgentStatus{
-		Conditions: []metav1.Condition{{Type: agentsv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
-			Reason: agentsv1alpha1.ReasonAvailable, Message: "1/1 replicas ready", LastTransitionTime: metav1.Now()}},
+		Conditions: []metav1.Condition{{Type: agentsv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: agentsv1alpha1.ReasonParked, Message: "parked: no turn on any replica for 10m0s", LastTransitionTime: metav1.Now()},
+			{Type: agentsv1alpha1.ConditionParked, Status: metav1.ConditionTrue,
+				Reason: agentsv1alpha1.ReasonIdle, Message: "no turn on any replica for 10m0s", LastTransitionTime: metav1.Now()}},
+		Idle:      &agentsv1alpha1.IdleStatus{ParkedAt: new(metav1.Now())},
 		Endpoints: agentsv1alpha1.Endpoints{REST: "http://printed." + ns + ".svc:8080"},
 		Sessions:  agentsv1alpha1.SessionStats{Total: 7, Active: 2},
 		Tokens:    agentsv1alpha1.TokenStats{Input: 1000, Output: 234, Total: 1234},
@@ -372,10 +399,10 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		return string(out)
 	}
 	assertTable(t, run("get", "gooseagents"),
-		[]string{"NAME", "READY", "REASON", "MODEL", "SESSIONS", "TOKENS", "AGE"},
-		map[string]string{"NAME": "printed", "READY": "True", "REASON": "Available", "MODEL": "qwen3:8b", "SESSIONS": "7", "TOKENS": "1234"})
+		[]string{"NAME", "READY", "REASON", "MODEL", "SESSIONS", "TOKENS", "PARKED", "AGE"},
+		map[string]string{"NAME": "printed", "READY": "False", "REASON": "Parked", "MODEL": "qwen3:8b", "SESSIONS": "7", "TOKENS": "1234", "PARKED": "True"})
 	assertTable(t, run("get", "ga", "-o", "wide"),
-		[]string{"NAME", "READY", "REASON", "MODEL", "SESSIONS", "TOKENS", "AGE", "SERVER", "ACTIVE", "ENDPOINT", "USED", "BUDGET", "PERIOD"},
+		[]string{"NAME", "READY", "REASON", "MODEL", "SESSIONS", "TOKENS", "PARKED", "AGE", "SERVER", "ACTIVE", "ENDPOINT", "USED", "BUDGET", "PERIOD", "PARKED-AT"},
 		map[string]string{"SERVER": "serve", "ACTIVE": "2", "ENDPOINT": "http://printed." + ns + ".svc:8080",
 			"USED": "400", "BUDGET": "5000", "PERIOD": "Month"})
 	// The category lists it too.

@@ -1,5 +1,6 @@
 // Command goosectl is a small CLI for people who use GooseAgents.
 //
+// `goosectl list`, `get`, `park` and `wake` show and park agents.
 // `goosectl ui NAME` serves the ADK web UI for a GooseAgent through a
 // port-forward, so that `kubectl apply` → chat in a browser is two commands;
 // `goosectl chat NAME` chats in the terminal over ADK's /run_live WebSocket.
@@ -22,6 +23,10 @@ const usage = `goosectl: a CLI for GooseAgents (goose-operator)
 usage:
   goosectl ui NAME [flags]   serve the ADK web UI for the GooseAgent NAME (goosectl ui -h lists the flags)
   goosectl chat NAME [flags] chat with the GooseAgent NAME in this terminal (goosectl chat -h lists the flags)
+  goosectl list [-A]         the agents: Ready and why, parked and since when, last activity, sessions, tokens
+  goosectl get NAME          one agent in full
+  goosectl park NAME         park the agent by hand (spec.idle.parked): no pods, requests get 503
+  goosectl wake NAME         wake a parked agent (clears spec.idle.parked, asks the operator to wake it)
   goosectl help              print this text
 `
 
@@ -56,6 +61,8 @@ func dispatch(ctx context.Context, args []string, env uiEnv) error {
 		return runUI(ctx, args[1:], env)
 	case "chat":
 		return runChat(ctx, args[1:], env)
+	case "list", "get", "park", "wake":
+		return runAgentCmd(ctx, args[0], args[1:], env)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.stdout, usage)
 		return nil

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -114,6 +115,9 @@ func (k *kubeClients) resolve(ctx context.Context, ns, name string) (*uiTarget, 
 		return nil, fmt.Errorf("Service %s/%s has no port named %q", ns, svcName, render.PortName)
 	}
 	svcPort := t.Service.Spec.Ports[i]
+	if c := meta.FindStatusCondition(agent.Status.Conditions, agentsv1alpha1.ConditionParked); c != nil && c.Status == metav1.ConditionTrue {
+		return nil, fmt.Errorf("ui: GooseAgent %s/%s is parked (%s: %s): wake it with goosectl wake %s", ns, name, c.Reason, c.Message, name)
+	}
 	if len(t.Service.Spec.Selector) == 0 {
 		return nil, fmt.Errorf("Service %s/%s has no selector, so no pod to forward to", ns, svcName)
 	}

@@ -9,9 +9,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -53,6 +57,8 @@ type options struct {
 	burst                       int
 	statsInterval, statsTimeout time.Duration
 	statsConcurrency            int
+	activatorAddr               string
+	activatorSelector           string
 	zap                         zap.Options
 }
 
@@ -78,6 +84,9 @@ func parse(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.statsInterval, "stats-interval", stats.DefaultInterval, "how often each agent's sidecars are asked for session and token figures")
 	fs.DurationVar(&o.statsTimeout, "stats-timeout", 2*time.Second, "timeout of one sidecar /stats request")
 	fs.IntVar(&o.statsConcurrency, "stats-max-concurrent", 64, "sidecar /stats requests in flight at once, across all agents")
+	fs.StringVar(&o.activatorAddr, "activator-bind-address", "0", "address of the activator, which holds requests for parked agents and wakes them (:8085 in the install and the chart); 0 turns it off")
+	fs.StringVar(&o.activatorSelector, "activator-pod-selector", "app.kubernetes.io/name=goose-operator,app.kubernetes.io/component=manager",
+		"label selector of the manager's own pods in its namespace (env POD_NAMESPACE): a parked agent's Service points at the ready ones, on the activator's port")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -91,10 +100,61 @@ func parse(args []string, out io.Writer) (*options, error) {
 	if o.statsInterval < time.Second || o.statsTimeout <= 0 || o.statsConcurrency < 1 {
 		return nil, errors.New("--stats-interval must be at least 1s, --stats-timeout positive and --stats-max-concurrent at least 1")
 	}
+	if _, err := labels.Parse(o.activatorSelector); err != nil {
+		return nil, fmt.Errorf("--activator-pod-selector: %w", err)
+	}
+	if _, err := activatorPort(o.activatorAddr); err != nil {
+		return nil, err
+	}
 	if o.gooseImage == "" || o.sidecarImage == "" {
 		return nil, errors.New("--goose-image and --adk2goose-image must not be empty")
 	}
 	return o, nil
+}
+
+// activatorPort is the port of --activator-bind-address, 0 when it is off.
+func activatorPort(addr string) (int32, error) {
+	if addr == "0" || addr == "" {
+		return 0, nil
+	}
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, fmt.Errorf("--activator-bind-address: %w", err)
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("--activator-bind-address: %q is not a port", p)
+	}
+	return int32(n), nil
+}
+
+// activator says where parked agents' Services point: the manager's own
+// ready pods, found by --activator-pod-selector in POD_NAMESPACE (the
+// downward API sets it in the install and the chart). Nil when the activator
+// is off or the namespace is unknown.
+func activator(o *options, namespace string) (*controllers.Activator, error) {
+	port, err := activatorPort(o.activatorAddr)
+	if err != nil || port == 0 || namespace == "" {
+		return nil, err
+	}
+	sel, err := labels.Parse(o.activatorSelector)
+	if err != nil {
+		return nil, fmt.Errorf("--activator-pod-selector: %w", err)
+	}
+	return &controllers.Activator{Namespace: namespace, Selector: sel, Port: port}, nil
+}
+
+// activatorPeer is the activator's pods for agents' NetworkPolicies; nil
+// without an activator.
+func activatorPeer(o *options, act *controllers.Activator) *render.ActivatorPeer {
+	if act == nil {
+		return nil
+	}
+	sel, err := metav1.ParseToLabelSelector(o.activatorSelector) // parsed once already by parse
+	if err != nil {
+		return nil
+	}
+	return &render.ActivatorPeer{Namespace: act.Namespace, Pods: *sel}
 }
 
 func newScheme() (*runtime.Scheme, error) {
@@ -150,17 +210,6 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r := &controllers.GooseAgentReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		References:              refs,
-		Recorder:                mgr.GetEventRecorder("goose-operator"),
-		Defaults:                render.Defaults{GooseImage: o.gooseImage, SidecarImage: o.sidecarImage},
-		MaxConcurrentReconciles: o.concurrency,
-	}
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("failed to set up GooseAgent controller: %w", err)
-	}
 	statsMetrics, err := stats.NewMetrics(metrics.Registry)
 	if err != nil {
 		return fmt.Errorf("failed to register stats metrics: %w", err)
@@ -175,6 +224,23 @@ func run(ctx context.Context, args []string) error {
 	if err := sr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up GooseAgent stats controller: %w", err)
 	}
+	act, err := activator(o, os.Getenv("POD_NAMESPACE"))
+	if err != nil {
+		return err
+	}
+	r := &controllers.GooseAgentReconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		References:              refs,
+		Recorder:                mgr.GetEventRecorder("goose-operator"),
+		Defaults:                render.Defaults{GooseImage: o.gooseImage, SidecarImage: o.sidecarImage, ActivatorPeer: activatorPeer(o, act)},
+		MaxConcurrentReconciles: o.concurrency,
+		Activity:                sr,
+		Activator:               act,
+	}
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("failed to set up GooseAgent controller: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("failed to add health check: %w", err)
 	}
@@ -182,7 +248,8 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("failed to add ready check: %w", err)
 	}
 	ctrl.Log.WithName("setup").Info("starting manager", "gooseImage", o.gooseImage, "adk2gooseImage", o.sidecarImage,
-		"leaderElection", o.leaderElect, "maxConcurrentReconciles", o.concurrency, "statsInterval", o.statsInterval)
+		"leaderElection", o.leaderElect, "maxConcurrentReconciles", o.concurrency, "statsInterval", o.statsInterval,
+		"activatorSlices", act != nil)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)
 	}

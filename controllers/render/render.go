@@ -10,17 +10,21 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"path"
 	"reflect"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	discoveryv1ac "k8s.io/client-go/applyconfigurations/discovery/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	netv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"sigs.k8s.io/yaml"
@@ -109,6 +113,16 @@ type Defaults struct {
 	GooseImage string
 	// SidecarImage is used when spec.sidecar.image is unset.
 	SidecarImage string
+	// ActivatorPeer, when set, selects the activator's pods: an agent's
+	// NetworkPolicy with spec.networkPolicy.from admits them too, so that
+	// the activator can pass held requests on to a woken pod.
+	ActivatorPeer *ActivatorPeer
+}
+
+// ActivatorPeer is the activator's pods as a NetworkPolicy peer.
+type ActivatorPeer struct {
+	Namespace string
+	Pods      metav1.LabelSelector
 }
 
 // Generated holds the values the operator generates once and keeps in the
@@ -127,6 +141,25 @@ type Inputs struct {
 	// Values holds the value of every required Ref of References(Agent), and
 	// of the optional ones that exist.
 	Values map[Ref]string
+	// Parked renders the agent parked: no pods, and a Service without a
+	// selector, so that the endpoints controllers leave it to ActivatorSlice.
+	Parked bool
+	// Activator, when set, renders ActivatorSlice: the agent's Service then
+	// sends requests to these activator pods. Set while the agent is parked
+	// and, after a wake, until one of its pods is ready.
+	Activator *Activator
+}
+
+// Activator is where the activator listens: the ready pods that run it and
+// its port.
+type Activator struct {
+	Port int32
+	Pods []ActivatorPod
+}
+
+// ActivatorPod is one ready pod running the activator.
+type ActivatorPod struct {
+	Namespace, Name, IP string
 }
 
 // Desired is the set of children of one agent: every apply-configuration
@@ -134,8 +167,12 @@ type Inputs struct {
 // new child is a new field here, whose kind must be among the operator's
 // child kinds (controllers/children.go).
 type Desired struct {
-	Secret          *corev1ac.SecretApplyConfiguration
-	ConfigMap       *corev1ac.ConfigMapApplyConfiguration
+	Secret    *corev1ac.SecretApplyConfiguration
+	ConfigMap *corev1ac.ConfigMapApplyConfiguration
+	// ActivatorSlice points the Service at the activator; nil unless
+	// Inputs.Activator is set. It comes before the Service so that a
+	// parking agent's Service has the activator before it loses its pods.
+	ActivatorSlice  *discoveryv1ac.EndpointSliceApplyConfiguration
 	Service         *corev1ac.ServiceApplyConfiguration
 	HeadlessService *corev1ac.ServiceApplyConfiguration
 	// ServiceAccount is the sidecar's in mode kubernetes (unless
@@ -394,15 +431,18 @@ func Build(in Inputs) (*Desired, error) {
 			WithOwnerReferences(ownerRef(a)).
 			WithAutomountServiceAccountToken(false)
 	}
-	d.Service = buildService(a, false)
-	d.HeadlessService = buildService(a, true)
-	sts, err := buildStatefulSet(a, in.Defaults, env, d.ConfigHash)
+	if in.Activator != nil {
+		d.ActivatorSlice = buildActivatorSlice(a, in.Activator)
+	}
+	d.Service = buildService(a, false, in.Parked)
+	d.HeadlessService = buildService(a, true, false)
+	sts, err := buildStatefulSet(a, in.Defaults, env, d.ConfigHash, in.Parked)
 	if err != nil {
 		return nil, err
 	}
 	d.StatefulSet = sts
 	if a.Spec.NetworkPolicy != nil {
-		np, err := buildNetworkPolicy(a)
+		np, err := buildNetworkPolicy(a, in.Defaults)
 		if err != nil {
 			return nil, err
 		}
@@ -884,16 +924,21 @@ func storageSize(a *agentsv1alpha1.GooseAgent) resource.Quantity {
 	return defaultStorageSize
 }
 
-func buildService(a *agentsv1alpha1.GooseAgent, headless bool) *corev1ac.ServiceApplyConfiguration {
+// buildService is the agent's Service, or with headless its headless one.
+// A parked agent's Service has no selector: its endpoints are then the
+// activator's slice alone.
+func buildService(a *agentsv1alpha1.GooseAgent, headless, parked bool) *corev1ac.ServiceApplyConfiguration {
 	name := ServiceName(a)
-	spec := corev1ac.ServiceSpec().
-		WithSelector(SelectorLabels(a)).
-		WithPorts(corev1ac.ServicePort().
-			WithName(PortName).
-			WithProtocol(corev1.ProtocolTCP).
-			WithAppProtocol("http").
-			WithPort(Port(a)).
-			WithTargetPort(intstr.FromString(PortName)))
+	spec := corev1ac.ServiceSpec()
+	if !parked {
+		spec.WithSelector(SelectorLabels(a))
+	}
+	spec.WithPorts(corev1ac.ServicePort().
+		WithName(PortName).
+		WithProtocol(corev1.ProtocolTCP).
+		WithAppProtocol("http").
+		WithPort(Port(a)).
+		WithTargetPort(intstr.FromString(PortName)))
 	if headless {
 		name = HeadlessServiceName(a)
 		// Peers reach a session's owning pod by its stable DNS name, ready or not.
@@ -907,7 +952,52 @@ func buildService(a *agentsv1alpha1.GooseAgent, headless bool) *corev1ac.Service
 		WithSpec(spec)
 }
 
-func buildNetworkPolicy(a *agentsv1alpha1.GooseAgent) (*netv1ac.NetworkPolicyApplyConfiguration, error) {
+// ActivatorSliceName names the EndpointSlice that points a parked agent's
+// Service at the activator.
+func ActivatorSliceName(a *agentsv1alpha1.GooseAgent) string { return a.Name + "-activator" }
+
+// SliceManagedBy is the endpointslice.kubernetes.io/managed-by value of the
+// activator's slices; the EndpointSlice controllers leave slices with another
+// value alone.
+const SliceManagedBy = "goose-operator.adk2goose.dev"
+
+func buildActivatorSlice(a *agentsv1alpha1.GooseAgent, act *Activator) *discoveryv1ac.EndpointSliceApplyConfiguration {
+	labels := Labels(a)
+	labels[discoveryv1.LabelServiceName] = ServiceName(a)
+	labels[discoveryv1.LabelManagedBy] = SliceManagedBy
+	// A slice holds one address family; the first pod's decides.
+	family := discoveryv1.AddressTypeIPv4
+	var endpoints []*discoveryv1ac.EndpointApplyConfiguration
+	for i, p := range act.Pods {
+		ip, err := netip.ParseAddr(p.IP)
+		if err != nil {
+			continue
+		}
+		if i == 0 && ip.Is6() {
+			family = discoveryv1.AddressTypeIPv6
+		}
+		if ip.Is6() != (family == discoveryv1.AddressTypeIPv6) {
+			continue
+		}
+		endpoints = append(endpoints, discoveryv1ac.Endpoint().
+			WithAddresses(ip.String()).
+			WithConditions(discoveryv1ac.EndpointConditions().WithReady(true).WithServing(true).WithTerminating(false)).
+			WithTargetRef(corev1ac.ObjectReference().WithKind("Pod").WithNamespace(p.Namespace).WithName(p.Name)))
+	}
+	return discoveryv1ac.EndpointSlice(ActivatorSliceName(a), a.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(ownerRef(a)).
+		WithAddressType(family).
+		WithEndpoints(endpoints...).
+		// The name matches the Service's port, which is how kube-proxy pairs them.
+		WithPorts(discoveryv1ac.EndpointPort().
+			WithName(PortName).
+			WithProtocol(corev1.ProtocolTCP).
+			WithAppProtocol("http").
+			WithPort(act.Port))
+}
+
+func buildNetworkPolicy(a *agentsv1alpha1.GooseAgent, def Defaults) (*netv1ac.NetworkPolicyApplyConfiguration, error) {
 	port := intstr.FromInt32(Port(a))
 	rule := netv1ac.NetworkPolicyIngressRule().
 		WithPorts(netv1ac.NetworkPolicyPort().WithProtocol(corev1.ProtocolTCP).WithPort(port))
@@ -923,6 +1013,15 @@ func buildNetworkPolicy(a *agentsv1alpha1.GooseAgent) (*netv1ac.NetworkPolicyApp
 		// (An empty From already admits every source.)
 		rule.WithFrom(netv1ac.NetworkPolicyPeer().
 			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(a))))
+		if p := def.ActivatorPeer; p != nil {
+			pods, err := convert[metav1ac.LabelSelectorApplyConfiguration](p.Pods)
+			if err != nil {
+				return nil, err
+			}
+			rule.WithFrom(netv1ac.NetworkPolicyPeer().
+				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{corev1.LabelMetadataName: p.Namespace})).
+				WithPodSelector(pods))
+		}
 	}
 	return netv1ac.NetworkPolicy(NetworkPolicyName(a), a.Namespace).
 		WithLabels(Labels(a)).

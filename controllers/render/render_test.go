@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
@@ -33,7 +34,7 @@ func build(t *testing.T, c *fixtures.Case) *render.Desired {
 	if len(missing) > 0 {
 		t.Fatalf("case %s: %s", c.Name, render.MissingMessage(missing))
 	}
-	d, err := render.Build(render.Inputs{Agent: a, Defaults: fixtures.Defaults, Generated: fixtures.Generated, Values: values})
+	d, err := render.Build(c.Inputs(a, values))
 	if err != nil {
 		t.Fatalf("case %s: %v", c.Name, err)
 	}
@@ -237,6 +238,67 @@ func TestReplicasOnlyWhenSet(t *testing.T) {
 	}
 }
 
+// TestParked: a parked agent renders no pods and a Service without a
+// selector, and the activator's slice names the Service, its port and the
+// activator's pods; awake, the selector and the replica count return.
+func TestParked(t *testing.T) {
+	for _, name := range []string{"minimal", "goosed"} {
+		c := loadCase(t, name)
+		a := c.Agent.DeepCopy()
+		a.UID = fixtures.UID
+		values, _, err := render.Resolve(render.References(a), c.Lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := render.Inputs{Agent: a, Defaults: fixtures.Defaults, Generated: fixtures.Generated, Values: values, Parked: true,
+			Activator: &render.Activator{Port: 8085, Pods: []render.ActivatorPod{
+				{Namespace: "goose-system", Name: "manager-a", IP: "10.0.0.7"},
+				{Namespace: "goose-system", Name: "manager-b", IP: "fd00::9"}, // another family: left out
+			}}}
+		d, err := render.Build(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := d.StatefulSet.Spec.Replicas; r == nil || *r != 0 {
+			t.Errorf("%s: parked replicas = %v, want 0", name, r)
+		}
+		if sel := d.Service.Spec.Selector; sel != nil {
+			t.Errorf("%s: parked Service selector = %v, want none", name, sel)
+		}
+		if sel := d.HeadlessService.Spec.Selector; sel == nil {
+			t.Errorf("%s: the headless Service lost its selector", name)
+		}
+		s := d.ActivatorSlice
+		if s == nil {
+			t.Fatalf("%s: no activator slice", name)
+		}
+		if *s.Name != a.Name+"-activator" || s.Labels["kubernetes.io/service-name"] != render.ServiceName(a) ||
+			s.Labels["endpointslice.kubernetes.io/managed-by"] != render.SliceManagedBy || *s.AddressType != "IPv4" {
+			t.Errorf("%s: slice %s labels %v type %v", name, *s.Name, s.Labels, *s.AddressType)
+		}
+		if len(s.Ports) != 1 || *s.Ports[0].Port != 8085 || *s.Ports[0].Name != render.PortName || *s.Ports[0].Name != *d.Service.Spec.Ports[0].Name {
+			t.Errorf("%s: slice ports %+v, want the Service port's name on 8085", name, s.Ports)
+		}
+		if len(s.Endpoints) != 1 || s.Endpoints[0].Addresses[0] != "10.0.0.7" || *s.Endpoints[0].TargetRef.Name != "manager-a" || !*s.Endpoints[0].Conditions.Ready {
+			t.Errorf("%s: slice endpoints %+v", name, s.Endpoints)
+		}
+		if objs := d.Objects(); objs[2] != runtime.ApplyConfiguration(s) {
+			t.Errorf("%s: the slice is applied after the Service; it must come first", name)
+		}
+
+		in.Parked, in.Activator = false, nil
+		if d, err = render.Build(in); err != nil {
+			t.Fatal(err)
+		}
+		if d.ActivatorSlice != nil || !cmp.Equal(d.Service.Spec.Selector, render.SelectorLabels(a)) {
+			t.Errorf("%s: awake slice %v selector %v", name, d.ActivatorSlice, d.Service.Spec.Selector)
+		}
+		if r := d.StatefulSet.Spec.Replicas; (a.Spec.Replicas == nil) != (r == nil) {
+			t.Errorf("%s: awake replicas %v, spec %v", name, r, a.Spec.Replicas)
+		}
+	}
+}
+
 func TestSidecarIsNativeAndOnlyPort(t *testing.T) {
 	d := build(t, loadCase(t, "openai"))
 	pod := d.StatefulSet.Spec.Template.Spec
@@ -280,6 +342,26 @@ func TestNetworkPolicyAdmitsOwnPods(t *testing.T) {
 	if own.NamespaceSelector != nil || own.PodSelector == nil || !cmp.Equal(own.PodSelector.MatchLabels, render.SelectorLabels(c.Agent)) {
 		t.Errorf("last peer = %+v, want the agent's pods in its namespace", own)
 	}
+	// With an activator, its pods are admitted too: it passes held requests
+	// on to a woken pod.
+	a := c.Agent.DeepCopy()
+	a.UID = fixtures.UID
+	values, _, err := render.Resolve(render.References(a), c.Lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := c.Inputs(a, values)
+	in.Defaults.ActivatorPeer = &render.ActivatorPeer{Namespace: "goose-system", Pods: metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "goose-operator"}}}
+	d, err := render.Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := d.NetworkPolicy.Spec.Ingress[0].From
+	if len(from) != 3 || from[2].NamespaceSelector == nil || from[2].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "goose-system" ||
+		from[2].PodSelector == nil || from[2].PodSelector.MatchLabels["app.kubernetes.io/name"] != "goose-operator" {
+		t.Errorf("from with an activator = %+v, want the activator's pods last", from)
+	}
+
 	c.Agent.Spec.NetworkPolicy.From = nil
 	if from := build(t, c).NetworkPolicy.Spec.Ingress[0].From; len(from) != 0 {
 		t.Errorf("from = %+v for an empty spec.networkPolicy.from; want any source", from)

@@ -81,7 +81,7 @@ if [ -f %[2]s ]; then cat %[2]s > %[3]s.tmp && mv %[3]s.tmp %[3]s; else rm -f %[
 
 // buildStatefulSet is the agent's StatefulSet: the pod buildPodSpec renders,
 // the config hash that rolls it, and one data volume claim per replica.
-func buildStatefulSet(a *agentsv1alpha1.GooseAgent, def Defaults, env []*corev1ac.EnvVarApplyConfiguration, hash string) (*appsv1ac.StatefulSetApplyConfiguration, error) {
+func buildStatefulSet(a *agentsv1alpha1.GooseAgent, def Defaults, env []*corev1ac.EnvVarApplyConfiguration, hash string, parked bool) (*appsv1ac.StatefulSetApplyConfiguration, error) {
 	pod, err := buildPodSpec(a, def, env)
 	if err != nil {
 		return nil, err
@@ -97,8 +97,13 @@ func buildStatefulSet(a *agentsv1alpha1.GooseAgent, def Defaults, env []*corev1a
 			WithSpec(pod)).
 		WithVolumeClaimTemplates(dataClaimTemplate(a))
 	// Unset replicas are left to whoever scales the StatefulSet (HPA, kubectl
-	// scale); the apiserver defaults a new StatefulSet to 1.
-	if r := a.Spec.Replicas; r != nil {
+	// scale); the apiserver defaults a new StatefulSet to 1. Parked is 0; on
+	// waking, an unset count is dropped from this owner's fields and the
+	// apiserver's default of 1 returns.
+	switch r := a.Spec.Replicas; {
+	case parked:
+		spec.WithReplicas(0)
+	case r != nil:
 		spec.WithReplicas(*r)
 	}
 	return appsv1ac.StatefulSet(StatefulSetName(a), a.Namespace).

@@ -52,7 +52,7 @@ func TestImagePrefersTheSpecThenTheDefault(t *testing.T) {
 	if !IsInvalidSpec(err) || !strings.Contains(err.Error(), "spec.sidecar.image") {
 		t.Errorf("neither set: %v; want an InvalidSpecError naming the field", err)
 	}
-	if _, err := buildStatefulSet(bareAgent(), Defaults{GooseImage: "g"}, nil, "h"); !IsInvalidSpec(err) {
+	if _, err := buildStatefulSet(bareAgent(), Defaults{GooseImage: "g"}, nil, "h", false); !IsInvalidSpec(err) {
 		t.Errorf("buildStatefulSet without a sidecar image: %v; want an InvalidSpecError", err)
 	}
 }

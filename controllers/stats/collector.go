@@ -31,6 +31,8 @@ type Sample struct {
 	Sessions struct {
 		Total  int64 `json:"total"`
 		Active int64 `json:"active"`
+		// InFlight counts the turns running now.
+		InFlight int64 `json:"inFlight"`
 	} `json:"sessions"`
 	Users int64 `json:"users"`
 	// UserHashes name up to maxUserHashes of those users by a keyed hash
@@ -47,6 +49,9 @@ type Sample struct {
 	// userKeys are UserHashes as numbers: what the collector keeps of each
 	// pod, 8 bytes a user.
 	userKeys []uint64
+	// LastTurnAt is when the pod's last turn ended, from its usage.db; nil
+	// before the first.
+	LastTurnAt *time.Time `json:"lastTurnAt,omitempty"`
 }
 
 // maxUserHashes is the most user hashes a sidecar sends (server.MaxUserHashes).
@@ -66,6 +71,10 @@ type Totals struct {
 	TokensInput, TokensOutput, TokensTotal int64
 	// Budget is the agent's budget use, nil when no pod reports a budget.
 	Budget *BudgetSample
+	// InFlight counts the turns running; LastTurnAt is the latest turn's
+	// end on any pod, zero before the first.
+	InFlight   int64
+	LastTurnAt time.Time
 }
 
 // Result is one collection for one agent.
@@ -225,6 +234,10 @@ func (t *Totals) add(s Sample) {
 	t.TokensOutput += s.Tokens.Output
 	t.TokensTotal += s.Tokens.Total
 	t.Budget = mergeBudget(t.Budget, s.Budget)
+	t.InFlight += s.Sessions.InFlight
+	if s.LastTurnAt != nil && s.LastTurnAt.After(t.LastTurnAt) {
+		t.LastTurnAt = *s.LastTurnAt
+	}
 }
 
 // maxStatsBody bounds what is read of a /stats answer: it is a few hundred bytes.
@@ -260,7 +273,7 @@ func (c *Collector) fetch(ctx context.Context, url, token string) (Sample, error
 	if err := json.Unmarshal(body, &s); err != nil {
 		return Sample{}, fmt.Errorf("failed to decode stats: %w", err)
 	}
-	if s.Sessions.Total < 0 || s.Sessions.Active < 0 || s.Tokens.Input < 0 || s.Tokens.Output < 0 || s.Tokens.Total < 0 {
+	if s.Sessions.Total < 0 || s.Sessions.Active < 0 || s.Sessions.InFlight < 0 || s.Tokens.Input < 0 || s.Tokens.Output < 0 || s.Tokens.Total < 0 {
 		return Sample{}, errors.New("stats hold a negative count")
 	}
 	if b := s.Budget; b != nil && (b.Used.Input < 0 || b.Used.Output < 0 || b.Used.Total < 0) {

@@ -229,3 +229,29 @@ func BenchmarkCollect1000Agents(b *testing.B) {
 	b.ReportMetric(float64(sweep.Milliseconds()), "ms/sweep")
 	b.ReportMetric(float64(agents)/sweep.Seconds(), "agents/s")
 }
+
+// TestCollectActivity: the turns in flight add up over the pods and the last
+// turn is the latest any pod reports; a pod before its first turn reports
+// none.
+func TestCollectActivity(t *testing.T) {
+	noLeaks(t)
+	a, b, fresh := newFakeSidecar(t, 1, 1, 1, 1), newFakeSidecar(t, 1, 1, 1, 1), newFakeSidecar(t, 0, 0, 0, 0)
+	early, late := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC), time.Date(2026, 12, 3, 11, 30, 0, 500_000_000, time.UTC)
+	a.mu.Lock()
+	a.body["sessions"] = map[string]int64{"total": 1, "active": 1, "inFlight": 2}
+	a.body["lastTurnAt"] = late
+	a.mu.Unlock()
+	b.mu.Lock()
+	b.body["sessions"] = map[string]int64{"total": 1, "active": 1, "inFlight": 1}
+	b.body["lastTurnAt"] = early
+	b.mu.Unlock()
+	c := New(Options{})
+	res := c.Collect(t.Context(), types.NamespacedName{Namespace: "ns", Name: "a"}, "tok", []Pod{a.pod("a-0"), b.pod("a-1"), fresh.pod("a-2")})
+	if len(res.Stale) != 0 || res.Totals.InFlight != 3 || !res.Totals.LastTurnAt.Equal(late) {
+		t.Fatalf("totals %+v stale %v, want 3 in flight and the last turn %v", res.Totals, res.Stale, late)
+	}
+	none := c.Collect(t.Context(), types.NamespacedName{Namespace: "ns", Name: "b"}, "tok", []Pod{fresh.pod("b-0")})
+	if !none.Totals.LastTurnAt.IsZero() || none.Totals.InFlight != 0 {
+		t.Fatalf("a pod before its first turn: %+v", none.Totals)
+	}
+}

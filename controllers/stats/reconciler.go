@@ -164,6 +164,35 @@ func neverWritten(a *agentsv1alpha1.GooseAgent) bool {
 		meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionStatsAvailable) == nil
 }
 
+// Activity is what an agent's pods are doing now, for parking it.
+type Activity struct {
+	// LastTurnAt is when the last turn on any pod ended; zero before the first.
+	LastTurnAt time.Time
+	// InFlight counts the turns running now.
+	InFlight int64
+	// Unanswered says, one entry a pod, why a pod did not answer now; a pod
+	// that is not ready does not answer.
+	Unanswered []string
+}
+
+// Activity asks every pod of the agent for its stats now (the figures it
+// gets count for the next status write too).
+func (r *Reconciler) Activity(ctx context.Context, a *agentsv1alpha1.GooseAgent) (Activity, error) {
+	pods, err := r.pods(ctx, a)
+	if err != nil {
+		return Activity{}, err
+	}
+	if len(pods) == 0 {
+		return Activity{}, nil
+	}
+	token, err := r.token(ctx, a)
+	if err != nil {
+		return Activity{}, err
+	}
+	res := r.Collector.Collect(ctx, client.ObjectKeyFromObject(a), token, pods)
+	return Activity{LastTurnAt: res.Totals.LastTurnAt, InFlight: res.Totals.InFlight, Unanswered: res.Stale}, nil
+}
+
 // token reads the sidecar's inbound token from the agent's Secret.
 func (r *Reconciler) token(ctx context.Context, a *agentsv1alpha1.GooseAgent) (string, error) {
 	name, key := render.SecretName(a), render.KeyAuthToken
@@ -191,6 +220,10 @@ func (r *Reconciler) pods(ctx context.Context, a *agentsv1alpha1.GooseAgent) ([]
 		return nil, fmt.Errorf("failed to list pods: %w", err)
 	}
 	port := render.Port(a)
+	urlOf := r.PodURL
+	if urlOf == nil {
+		urlOf = podURL
+	}
 	out := make([]Pod, 0, len(list.Items))
 	for i := range list.Items {
 		p := &list.Items[i]
@@ -199,7 +232,7 @@ func (r *Reconciler) pods(ctx context.Context, a *agentsv1alpha1.GooseAgent) ([]
 		}
 		pod := Pod{Name: p.Name}
 		if p.Status.PodIP != "" && podReady(p) {
-			pod.URL = r.PodURL(p, port)
+			pod.URL = urlOf(p, port)
 		}
 		out = append(out, pod)
 	}

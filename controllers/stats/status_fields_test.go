@@ -31,7 +31,7 @@ import (
 // conditionTypes are the condition types GooseAgentStatus documents.
 var conditionTypes = []string{
 	agentsv1alpha1.ConditionReady, agentsv1alpha1.ConditionProgressing, agentsv1alpha1.ConditionDegraded,
-	agentsv1alpha1.ConditionStatsAvailable, agentsv1alpha1.ConditionBudgetExhausted,
+	agentsv1alpha1.ConditionStatsAvailable, agentsv1alpha1.ConditionBudgetExhausted, agentsv1alpha1.ConditionParked,
 }
 
 // statusFields are the JSON names of GooseAgentStatus's fields.
@@ -81,7 +81,7 @@ func ownedStatus(t *testing.T, a *agentsv1alpha1.GooseAgent) (fields, conditions
 }
 
 // TestEveryStatusFieldIsWritten runs both reconcilers on an agent that uses
-// every feature with a status field (a budget, a ready pod that reports
+// every feature with a status field (a budget, spec.idle, a ready pod that reports
 // figures) and checks, in the managed fields, that every field of
 // GooseAgentStatus and every condition type was written, each by exactly one
 // field owner. A status field no reconciler writes fails here.
@@ -94,6 +94,7 @@ func TestEveryStatusFieldIsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.agent.Spec.Budget = &agentsv1alpha1.BudgetSpec{Period: agentsv1alpha1.BudgetPeriodDay, TotalTokens: 50}
+	f.agent.Spec.Idle = &agentsv1alpha1.IdleSpec{After: &metav1.Duration{Duration: time.Hour}}
 	if err := env.Client.Update(ctx, f.agent); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,10 @@ func TestRESTEndToEnd(t *testing.T) {
 				t.Fatalf("list-apps: %d %s", code, body)
 			}
 			sc.createSession("u1", "s1")
+			if st := sc.stats(); st.LastTurnAt != nil {
+				t.Fatalf("lastTurnAt before the first turn: %v", st.LastTurnAt)
+			}
+			firstTurn := time.Now().Truncate(time.Millisecond)
 
 			// /run_sse: partial deltas, then the final event with usage.
 			code, frames := sc.runSSE(runBody("u1", "s1", "hello world", true))
@@ -98,6 +102,9 @@ func TestRESTEndToEnd(t *testing.T) {
 				st.Tokens.Input != 21+14 || st.Tokens.Output != 11+4 || st.Tokens.Total != 50 {
 				t.Fatalf("stats before restart: %+v", st)
 			}
+			if st.LastTurnAt == nil || st.LastTurnAt.Before(firstTurn) || st.LastTurnAt.After(time.Now()) {
+				t.Fatalf("lastTurnAt %v, want between %v and now", st.LastTurnAt, firstTurn)
+			}
 
 			// Restart on the same data dir: sessions, history and token totals survive.
 			sc.stop()
@@ -109,6 +116,9 @@ func TestRESTEndToEnd(t *testing.T) {
 			if st2 := sc2.stats(); st2.Tokens != st.Tokens || st2.Sessions.Total != 1 || st2.Sessions.Active != 1 {
 				t.Fatalf("stats after restart: %+v, before %+v", st2, st)
 			}
+			if st2 := sc2.stats(); st2.LastTurnAt == nil || !st2.LastTurnAt.Equal(*st.LastTurnAt) {
+				t.Fatalf("lastTurnAt after restart %v, before %v: a restart must not reset it", st2.LastTurnAt, st.LastTurnAt)
+			}
 			// The same goose session carries on after the restart (resumed, not recreated).
 			code, frames = sc2.runSSE(runBody("u1", "s1", "xy", true))
 			fin = frames[len(frames)-1].Data
@@ -118,7 +128,7 @@ func TestRESTEndToEnd(t *testing.T) {
 			if _, changed := jpath(fin, "actions", "stateDelta").(map[string]any)[gooseagent.SessionIDStateKey(appName)]; changed {
 				t.Fatalf("a new goose session was started after restart: %v", fin)
 			}
-			if st3 := sc2.stats(); st3.Tokens.Total != 50+14 {
+			if st3 := sc2.stats(); st3.Tokens.Total != 50+14 || st3.LastTurnAt == nil || st3.LastTurnAt.Before(*st.LastTurnAt) {
 				t.Fatalf("stats after third turn: %+v", st3)
 			}
 		})

@@ -24,6 +24,7 @@ import (
 //	  "sessions": {"total": 12, "active": 2, "inFlight": 1},
 //	  "tokens": {"input": 48211, "output": 9120, "total": 57331},
 //	  "activeWindowSeconds": 600,
+//	  "lastTurnAt": "2026-11-22T03:29:41.512Z",
 //	  "generatedAt": "2026-11-22T03:30:00Z"
 //	}
 //
@@ -32,7 +33,9 @@ import (
 // within activeWindowSeconds; sessions.inFlight only the former. tokens are
 // the sums of every session's accumulated goose totals, including sessions
 // deleted since (tokens spent stay spent); they and the last-use times are
-// kept in SQLite on the data volume, so they survive restarts.
+// kept in SQLite on the data volume, so they survive restarts. lastTurnAt
+// is when the last turn on this pod ended (absent before the first), read
+// from the same file: the operator parks an idle agent by it.
 type Stats struct {
 	AppName  string       `json:"appName"`
 	Sessions SessionStats `json:"sessions"`
@@ -45,6 +48,7 @@ type Stats struct {
 	UserHashes          []string   `json:"userHashes,omitempty"`
 	Tokens              TokenStats `json:"tokens"`
 	ActiveWindowSeconds float64    `json:"activeWindowSeconds"`
+	LastTurnAt          *time.Time `json:"lastTurnAt,omitempty"`
 	GeneratedAt         time.Time  `json:"generatedAt"`
 	// Budget is the agent's token budget and its use in the current period,
 	// as this pod knows it; absent without a budget.
@@ -115,6 +119,13 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 		return st, err
 	}
 	st.Tokens = TokenStats{Input: u.InputTokens, Output: u.OutputTokens, Total: u.TotalTokens}
+	last, err := s.usage.LastUsed(ctx, s.cfg.AppName)
+	if err != nil {
+		return st, err
+	}
+	if !last.IsZero() {
+		st.LastTurnAt = &last
+	}
 	st.Budget = s.budget.Status()
 	return st, nil
 }

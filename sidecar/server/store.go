@@ -157,5 +157,19 @@ func (s *UsageStore) ListEarly(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// LastUsed returns when the last turn of any session of app ended, zero
+// when none has. It is read from the file, so a restart does not reset it.
+func (s *UsageStore) LastUsed(ctx context.Context, app string) (time.Time, error) {
+	var ms sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT MAX(last_used_ms) FROM session_usage WHERE app_name = ?`, app).Scan(&ms)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("failed to read the last turn's time: %w", err)
+	}
+	if !ms.Valid {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(ms.Int64).UTC(), nil
+}
+
 // Close closes the database.
 func (s *UsageStore) Close() error { return s.db.Close() }
