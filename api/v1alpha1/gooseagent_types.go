@@ -166,6 +166,30 @@ type GooseAgentSpec struct {
 	// Without it nothing is exported.
 	// +optional
 	Telemetry *TelemetrySpec `json:"telemetry,omitempty"`
+
+	// Idle parks the agent at zero pods when it is not used, and wakes it
+	// when a request arrives. Without it the agent is never parked.
+	// +optional
+	Idle *IdleSpec `json:"idle,omitempty"`
+}
+
+// IdleSpec says when an agent is parked: scaled to zero pods, its sessions,
+// usage, budget ledger and workspaces kept on their volumes. While it is
+// parked its Service points at the operator's activator, which holds a
+// request, wakes the agent and passes the request on once a pod is ready.
+type IdleSpec struct {
+	// After is how long no turn may have run on any replica before the
+	// agent is parked, between 10s and 8760h. Unset: never parked for
+	// being idle.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('8760h')",message="spec.idle.after must be between 10s and 8760h"
+	// +optional
+	After *metav1.Duration `json:"after,omitempty"`
+
+	// Parked parks the agent by hand, whether or not it is idle. A manually
+	// parked agent is not woken by requests; set it back to false (or run
+	// goosectl wake) to wake it.
+	// +optional
+	Parked bool `json:"parked,omitempty"`
 }
 
 // TelemetrySpec configures OTLP export; it becomes the standard OTEL_*
@@ -831,7 +855,35 @@ type GooseAgentStatus struct {
 	// replicas. Absent without a budget.
 	// +optional
 	Budget *BudgetStatus `json:"budget,omitempty"`
+
+	// Idle says when the agent was last used, parked and woken. Absent
+	// without spec.idle.
+	// +optional
+	Idle *IdleStatus `json:"idle,omitempty"`
 }
+
+// IdleStatus is an agent's parking state.
+type IdleStatus struct {
+	// LastActivityAt is the latest of the last turn on any replica (as the
+	// sidecars' usage.db records it), the last wake and the agent's
+	// creation, as the operator last looked. The agent is parked
+	// spec.idle.after later.
+	// +optional
+	LastActivityAt *metav1.Time `json:"lastActivityAt,omitempty"`
+	// ParkedAt is when the agent was parked; set only while it is parked.
+	// +optional
+	ParkedAt *metav1.Time `json:"parkedAt,omitempty"`
+	// WokenAt is when the agent was last woken.
+	// +optional
+	WokenAt *metav1.Time `json:"wokenAt,omitempty"`
+}
+
+// WakeRequestedAtAnnotation on a GooseAgent asks the operator to wake it.
+// Its value is an RFC 3339 time (nanoseconds allowed); the activator writes
+// it when a request arrives for a parked agent. A time not after
+// status.idle.parkedAt is stale and ignored, and an agent parked by hand
+// (spec.idle.parked) is never woken by it.
+const WakeRequestedAtAnnotation = "agents.adk2goose.dev/wake-requested-at"
 
 // BudgetStatus is a token budget's use in its current period.
 type BudgetStatus struct {

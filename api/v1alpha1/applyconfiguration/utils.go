@@ -50,6 +50,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.GooseAgentSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("GooseAgentStatus"):
 		return &apiv1alpha1.GooseAgentStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("IdleSpec"):
+		return &apiv1alpha1.IdleSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("IdleStatus"):
+		return &apiv1alpha1.IdleStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("KubernetesAuth"):
 		return &apiv1alpha1.KubernetesAuthApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NetworkPolicySpec"):

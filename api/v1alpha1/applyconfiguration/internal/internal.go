@@ -188,6 +188,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
+    - name: idle
+      type:
+        namedType: com.github.adk2goose.goose-operator.api.v1alpha1.IdleSpec
     - name: instructions
       type:
         scalar: string
@@ -257,6 +260,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: endpoints
       type:
         namedType: com.github.adk2goose.goose-operator.api.v1alpha1.Endpoints
+    - name: idle
+      type:
+        namedType: com.github.adk2goose.goose-operator.api.v1alpha1.IdleStatus
     - name: observedGeneration
       type:
         scalar: numeric
@@ -275,6 +281,27 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: tokens
       type:
         namedType: com.github.adk2goose.goose-operator.api.v1alpha1.TokenStats
+- name: com.github.adk2goose.goose-operator.api.v1alpha1.IdleSpec
+  map:
+    fields:
+    - name: after
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
+    - name: parked
+      type:
+        scalar: boolean
+- name: com.github.adk2goose.goose-operator.api.v1alpha1.IdleStatus
+  map:
+    fields:
+    - name: lastActivityAt
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: parkedAt
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: wokenAt
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
 - name: com.github.adk2goose.goose-operator.api.v1alpha1.KubernetesAuth
   map:
     fields:

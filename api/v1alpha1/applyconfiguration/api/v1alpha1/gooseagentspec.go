@@ -87,6 +87,9 @@ type GooseAgentSpecApplyConfiguration struct {
 	// goose supports OTLP itself, goose's own traces, metrics and logs.
 	// Without it nothing is exported.
 	Telemetry *TelemetrySpecApplyConfiguration `json:"telemetry,omitempty"`
+	// Idle parks the agent at zero pods when it is not used, and wakes it
+	// when a request arrives. Without it the agent is never parked.
+	Idle *IdleSpecApplyConfiguration `json:"idle,omitempty"`
 }
 
 // GooseAgentSpecApplyConfiguration constructs a declarative configuration of the GooseAgentSpec type for use with
@@ -238,5 +241,13 @@ func (b *GooseAgentSpecApplyConfiguration) WithBudget(value *BudgetSpecApplyConf
 // If called multiple times, the Telemetry field is set to the value of the last call.
 func (b *GooseAgentSpecApplyConfiguration) WithTelemetry(value *TelemetrySpecApplyConfiguration) *GooseAgentSpecApplyConfiguration {
 	b.Telemetry = value
+	return b
+}
+
+// WithIdle sets the Idle field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Idle field is set to the value of the last call.
+func (b *GooseAgentSpecApplyConfiguration) WithIdle(value *IdleSpecApplyConfiguration) *GooseAgentSpecApplyConfiguration {
+	b.Idle = value
 	return b
 }

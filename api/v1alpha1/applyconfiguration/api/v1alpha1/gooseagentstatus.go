@@ -48,6 +48,9 @@ type GooseAgentStatusApplyConfiguration struct {
 	// Budget is the use of spec.budget in the current period, across all
 	// replicas. Absent without a budget.
 	Budget *BudgetStatusApplyConfiguration `json:"budget,omitempty"`
+	// Idle says when the agent was last used, parked and woken. Absent
+	// without spec.idle.
+	Idle *IdleStatusApplyConfiguration `json:"idle,omitempty"`
 }
 
 // GooseAgentStatusApplyConfiguration constructs a declarative configuration of the GooseAgentStatus type for use with
@@ -130,5 +133,13 @@ func (b *GooseAgentStatusApplyConfiguration) WithStatsUpdatedAt(value metav1.Tim
 // If called multiple times, the Budget field is set to the value of the last call.
 func (b *GooseAgentStatusApplyConfiguration) WithBudget(value *BudgetStatusApplyConfiguration) *GooseAgentStatusApplyConfiguration {
 	b.Budget = value
+	return b
+}
+
+// WithIdle sets the Idle field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Idle field is set to the value of the last call.
+func (b *GooseAgentStatusApplyConfiguration) WithIdle(value *IdleStatusApplyConfiguration) *GooseAgentStatusApplyConfiguration {
+	b.Idle = value
 	return b
 }
