@@ -26,6 +26,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
+	activatorsrv "github.com/adk2goose/goose-operator/internal/activator"
 )
 
 // DefaultGooseImage is the official goose image, pinned: the ACP transport
@@ -37,6 +38,10 @@ import (
 // config/manager, the chart's values and docs/operations.md are checked against it
 // by TestDefaultGooseImageIsNamedOnce.
 const DefaultGooseImage = "ghcr.io/aaif-goose/goose:v1.48.0"
+
+// version is set at build time with -ldflags "-X main.version=…", as
+// adk2goose's is: the activator's agent cards name it, as the sidecar's do.
+var version = "dev"
 
 // DefaultSidecarImage is the adk2goose image built with this operator.
 const DefaultSidecarImage = "ghcr.io/adk2goose/adk2goose:dev"
@@ -53,6 +58,9 @@ type options struct {
 	burst                       int
 	statsInterval, statsTimeout time.Duration
 	statsConcurrency            int
+	activatorAddr               string
+	activatorMaxHeld            int
+	activatorHoldTimeout        time.Duration
 	zap                         zap.Options
 }
 
@@ -77,6 +85,9 @@ func parse(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.statsInterval, "stats-interval", stats.DefaultInterval, "how often each agent's sidecars are asked for session and token figures")
 	fs.DurationVar(&o.statsTimeout, "stats-timeout", 2*time.Second, "timeout of one sidecar /stats request")
 	fs.IntVar(&o.statsConcurrency, "stats-max-concurrent", 64, "sidecar /stats requests in flight at once, across all agents")
+	fs.StringVar(&o.activatorAddr, "activator-bind-address", "0", "address the activator answers parked agents' traffic on (the install gives :8085); 0 disables it")
+	fs.IntVar(&o.activatorMaxHeld, "activator-max-held", activatorsrv.DefaultMaxHeld, "requests the activator holds per parked agent while it wakes; more get 503")
+	fs.DurationVar(&o.activatorHoldTimeout, "activator-hold-timeout", activatorsrv.DefaultHoldTimeout, "how long the activator holds a request for a waking agent before it answers 503")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -89,6 +100,9 @@ func parse(args []string, out io.Writer) (*options, error) {
 	}
 	if o.statsInterval < time.Second || o.statsTimeout <= 0 || o.statsConcurrency < 1 {
 		return nil, errors.New("--stats-interval must be at least 1s, --stats-timeout positive and --stats-max-concurrent at least 1")
+	}
+	if o.activatorMaxHeld < 1 || o.activatorHoldTimeout <= 0 {
+		return nil, errors.New("--activator-max-held must be at least 1 and --activator-hold-timeout positive")
 	}
 	if o.gooseImage == "" || o.sidecarImage == "" {
 		return nil, errors.New("--goose-image and --adk2goose-image must not be empty")
@@ -174,6 +188,9 @@ func run(ctx context.Context, args []string) error {
 	if err := sr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up GooseAgent stats controller: %w", err)
 	}
+	if err := addActivator(ctx, mgr, o, refs); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("failed to add health check: %w", err)
 	}
@@ -181,7 +198,7 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("failed to add ready check: %w", err)
 	}
 	ctrl.Log.WithName("setup").Info("starting manager", "gooseImage", o.gooseImage, "adk2gooseImage", o.sidecarImage,
-		"leaderElection", o.leaderElect, "maxConcurrentReconciles", o.concurrency, "statsInterval", o.statsInterval)
+		"leaderElection", o.leaderElect, "activator", o.activatorAddr, "maxConcurrentReconciles", o.concurrency, "statsInterval", o.statsInterval)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)
 	}
