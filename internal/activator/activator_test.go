@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -189,15 +188,8 @@ func newFixture(t testing.TB, o fixtureOptions) *fixture {
 	})
 
 	cfg := Config{
-		Addr: "127.0.0.1:0",
-		Client: interceptor.NewClient(mgr.GetClient().(client.WithWatch), interceptor.Funcs{
-			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-				if _, ok := obj.(*agentsv1alpha1.GooseAgent); ok {
-					f.wakes.Add(1)
-				}
-				return c.Patch(ctx, obj, patch, opts...)
-			},
-		}),
+		Addr:        "127.0.0.1:0",
+		Client:      patchCounter{Client: mgr.GetClient(), n: &f.wakes},
 		Cache:       mgr.GetCache(),
 		Tokens:      refs,
 		REST:        env.Config,
@@ -765,4 +757,18 @@ func TestOIDCModeRefusesWithoutAToken(t *testing.T) {
 	if got := f.wakes.Load(); got != 0 {
 		t.Fatalf("%d wakes; want none", got)
 	}
+}
+
+// patchCounter counts the GooseAgent patches, the activator's wakes, on
+// their way to the API server.
+type patchCounter struct {
+	client.Client
+	n *atomic.Int64
+}
+
+func (c patchCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, ok := obj.(*agentsv1alpha1.GooseAgent); ok {
+		c.n.Add(1)
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
 }
