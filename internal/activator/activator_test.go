@@ -81,9 +81,17 @@ func sharedManager(t testing.TB) (manager.Manager, *references.Tracker) {
 		}
 		// Runs until the test binary exits.
 		go func() { _ = mgr.Start(context.Background()) }()
-		if !mgr.GetCache().WaitForCacheSync(context.Background()) {
-			shared.err = fmt.Errorf("the manager's cache did not sync")
+		// Every informer the activator reads, and every runnable, runs before
+		// the first test takes its goroutine snapshot (noLeaks).
+		for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Service{}, &agentsv1alpha1.GooseAgent{}} {
+			if _, shared.err = mgr.GetCache().GetInformer(context.Background(), obj); shared.err != nil {
+				return
+			}
 		}
+		if !mgr.GetCache().WaitForCacheSync(context.Background()) || !shared.refs.WaitForCacheSync(context.Background()) {
+			shared.err = fmt.Errorf("the manager's caches did not sync")
+		}
+		<-mgr.Elected()
 		shared.mgr = mgr
 	})
 	if shared.err != nil {
