@@ -9,12 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"strconv"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -30,6 +27,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
+	activatorsrv "github.com/adk2goose/goose-operator/internal/activator"
 )
 
 // DefaultGooseImage is the official goose image, pinned: the ACP transport
@@ -41,6 +39,10 @@ import (
 // config/manager, the chart's values and docs/operations.md are checked against it
 // by TestDefaultGooseImageIsNamedOnce.
 const DefaultGooseImage = "ghcr.io/aaif-goose/goose:v1.48.0"
+
+// version is set at build time with -ldflags "-X main.version=…", as
+// adk2goose's is: the activator's agent cards name it, as the sidecar's do.
+var version = "dev"
 
 // DefaultSidecarImage is the adk2goose image built with this operator.
 const DefaultSidecarImage = "ghcr.io/adk2goose/adk2goose:dev"
@@ -59,6 +61,8 @@ type options struct {
 	statsConcurrency            int
 	activatorAddr               string
 	activatorSelector           string
+	activatorMaxHeld            int
+	activatorHoldTimeout        time.Duration
 	zap                         zap.Options
 }
 
@@ -87,6 +91,9 @@ func parse(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.activatorAddr, "activator-bind-address", "0", "address of the activator, which holds requests for parked agents and wakes them (:8085 in the install and the chart); 0 turns it off")
 	fs.StringVar(&o.activatorSelector, "activator-pod-selector", "app.kubernetes.io/name=goose-operator,app.kubernetes.io/component=manager",
 		"label selector of the manager's own pods in its namespace (env POD_NAMESPACE): a parked agent's Service points at the ready ones, on the activator's port")
+	fs.StringVar(&o.activatorAddr, "activator-bind-address", "0", "address the activator answers parked agents' traffic on (the install gives :8085); 0 disables it")
+	fs.IntVar(&o.activatorMaxHeld, "activator-max-held", activatorsrv.DefaultMaxHeld, "requests the activator holds per parked agent while it wakes; more get 503")
+	fs.DurationVar(&o.activatorHoldTimeout, "activator-hold-timeout", activatorsrv.DefaultHoldTimeout, "how long the activator holds a request for a waking agent before it answers 503")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -106,55 +113,13 @@ func parse(args []string, out io.Writer) (*options, error) {
 	if _, err := activatorPort(o.activatorAddr); err != nil {
 		return nil, err
 	}
+	if o.activatorMaxHeld < 1 || o.activatorHoldTimeout <= 0 {
+		return nil, errors.New("--activator-max-held must be at least 1 and --activator-hold-timeout positive")
+	}
 	if o.gooseImage == "" || o.sidecarImage == "" {
 		return nil, errors.New("--goose-image and --adk2goose-image must not be empty")
 	}
 	return o, nil
-}
-
-// activatorPort is the port of --activator-bind-address, 0 when it is off.
-func activatorPort(addr string) (int32, error) {
-	if addr == "0" || addr == "" {
-		return 0, nil
-	}
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return 0, fmt.Errorf("--activator-bind-address: %w", err)
-	}
-	n, err := strconv.ParseUint(p, 10, 16)
-	if err != nil || n == 0 {
-		return 0, fmt.Errorf("--activator-bind-address: %q is not a port", p)
-	}
-	return int32(n), nil
-}
-
-// activator says where parked agents' Services point: the manager's own
-// ready pods, found by --activator-pod-selector in POD_NAMESPACE (the
-// downward API sets it in the install and the chart). Nil when the activator
-// is off or the namespace is unknown.
-func activator(o *options, namespace string) (*controllers.Activator, error) {
-	port, err := activatorPort(o.activatorAddr)
-	if err != nil || port == 0 || namespace == "" {
-		return nil, err
-	}
-	sel, err := labels.Parse(o.activatorSelector)
-	if err != nil {
-		return nil, fmt.Errorf("--activator-pod-selector: %w", err)
-	}
-	return &controllers.Activator{Namespace: namespace, Selector: sel, Port: port}, nil
-}
-
-// activatorPeer is the activator's pods for agents' NetworkPolicies; nil
-// without an activator.
-func activatorPeer(o *options, act *controllers.Activator) *render.ActivatorPeer {
-	if act == nil {
-		return nil
-	}
-	sel, err := metav1.ParseToLabelSelector(o.activatorSelector) // parsed once already by parse
-	if err != nil {
-		return nil
-	}
-	return &render.ActivatorPeer{Namespace: act.Namespace, Pods: *sel}
 }
 
 func newScheme() (*runtime.Scheme, error) {
@@ -241,6 +206,9 @@ func run(ctx context.Context, args []string) error {
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("failed to set up GooseAgent controller: %w", err)
 	}
+	if err := addActivator(ctx, mgr, o, refs); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("failed to add health check: %w", err)
 	}
@@ -248,7 +216,7 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("failed to add ready check: %w", err)
 	}
 	ctrl.Log.WithName("setup").Info("starting manager", "gooseImage", o.gooseImage, "adk2gooseImage", o.sidecarImage,
-		"leaderElection", o.leaderElect, "maxConcurrentReconciles", o.concurrency, "statsInterval", o.statsInterval,
+		"leaderElection", o.leaderElect, "activator", o.activatorAddr, "maxConcurrentReconciles", o.concurrency, "statsInterval", o.statsInterval,
 		"activatorSlices", act != nil)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)

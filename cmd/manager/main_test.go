@@ -13,7 +13,8 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.gooseImage != DefaultGooseImage || o.sidecarImage != DefaultSidecarImage || o.statsInterval != 30*time.Second ||
-		o.statsTimeout != 2*time.Second || o.statsConcurrency != 64 || o.concurrency != 16 || o.qps != 200 || o.burst != 400 || o.leaderElect {
+		o.statsTimeout != 2*time.Second || o.statsConcurrency != 64 || o.concurrency != 16 || o.qps != 200 || o.burst != 400 || o.leaderElect ||
+		o.activatorAddr != "0" || o.activatorMaxHeld != 256 || o.activatorHoldTimeout != 2*time.Minute {
 		t.Fatalf("unexpected defaults: %+v", o)
 	}
 }
@@ -30,6 +31,8 @@ func TestParseRejects(t *testing.T) {
 		{[]string{"--activator-bind-address=8085"}, "--activator-bind-address"},
 		{[]string{"--activator-bind-address=:http"}, "--activator-bind-address"},
 		{[]string{"--activator-pod-selector=a=b=c"}, "--activator-pod-selector"},
+		{[]string{"--activator-max-held=0"}, "--activator-max-held"},
+		{[]string{"--activator-hold-timeout=0s"}, "--activator-hold-timeout"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 	} {

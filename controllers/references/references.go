@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
@@ -293,4 +295,26 @@ func (t *Tracker) Forget(kind render.RefKind, namespace, name string) {
 		}
 	}
 	delete(t.objects, objectID{kind: kind, namespace: namespace, name: name})
+}
+
+// SidecarToken is the agent's sidecar token, clients' and pods' shared
+// one: spec.sidecar.auth.tokenSecretRef's key, else the generated Secret's.
+// It is remembered as ReadKey remembers values.
+func (t *Tracker) SidecarToken(ctx context.Context, a *agentsv1alpha1.GooseAgent) (string, error) {
+	name, key := render.SecretName(a), render.KeyAuthToken
+	if ref := a.Spec.Sidecar.Auth.TokenSecretRef; ref != nil {
+		name, key = ref.Name, ref.Key
+	}
+	v, found, err := t.ReadKey(ctx, render.KindSecret, a.Namespace, name, key)
+	if err != nil {
+		return "", fmt.Errorf("failed to read sidecar token from Secret %s: %w", name, err)
+	}
+	if !found {
+		return "", fmt.Errorf("failed to read sidecar token: Secret %s or its key %q not found", name, key)
+	}
+	tok := strings.TrimSpace(v)
+	if tok == "" {
+		return "", fmt.Errorf("failed to read sidecar token: Secret %s has an empty key %q", name, key)
+	}
+	return tok, nil
 }

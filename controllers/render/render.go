@@ -266,6 +266,10 @@ func authMode(a *agentsv1alpha1.GooseAgent) agentsv1alpha1.AuthMode {
 	return agentsv1alpha1.AuthModeToken
 }
 
+// AuthSettings is how the agent's sidecar verifies callers (its auth
+// file); nil in token mode, where the shared token alone does.
+func AuthSettings(a *agentsv1alpha1.GooseAgent) *identity.Settings { return authSettings(a) }
+
 // authSettings is the sidecar's auth file; nil in token mode.
 func authSettings(a *agentsv1alpha1.GooseAgent) *identity.Settings {
 	auth := a.Spec.Sidecar.Auth

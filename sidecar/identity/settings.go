@@ -40,6 +40,16 @@ func ReadSettings(path string) (Settings, error) {
 // Verifier builds the mode's verifier: nil for ModeToken. The Kubernetes
 // mode reaches the API server with the pod's ServiceAccount.
 func (s Settings) Verifier(ctx context.Context) (Verifier, error) {
+	return s.verifier(ctx, rest.InClusterConfig)
+}
+
+// VerifierWithAPI is Verifier for a process outside the agent's pods (the
+// operator's activator): the Kubernetes mode reaches the API server with rc.
+func (s Settings) VerifierWithAPI(ctx context.Context, rc *rest.Config) (Verifier, error) {
+	return s.verifier(ctx, func() (*rest.Config, error) { return rc, nil })
+}
+
+func (s Settings) verifier(ctx context.Context, apiConfig func() (*rest.Config, error)) (Verifier, error) {
 	switch s.Mode {
 	case "", ModeToken:
 		return nil, nil
@@ -48,7 +58,7 @@ func (s Settings) Verifier(ctx context.Context) (Verifier, error) {
 			return nil, fmt.Errorf("failed to configure auth: mode %s needs its kubernetes settings", s.Mode)
 		}
 		cfg := *s.Kubernetes
-		rc, err := rest.InClusterConfig()
+		rc, err := apiConfig()
 		if err != nil {
 			return nil, fmt.Errorf("failed to load the in-cluster API server config: %w", err)
 		}

@@ -48,20 +48,21 @@ const (
 	A2APathV03 = "/a2a/invoke"    // A2A 0.3 JSON-RPC
 )
 
-func (s *Server) agentCard() (*a2a.AgentCard, error) {
-	base, err := url.Parse(strings.TrimRight(s.cfg.PublicBaseURL, "/"))
+// agentCard is the card of agent a, served as c describes it.
+func agentCard(c CardConfig, a agent.Agent) (*a2a.AgentCard, error) {
+	base, err := url.Parse(strings.TrimRight(c.PublicBaseURL, "/"))
 	if err != nil || base.Scheme == "" || base.Host == "" {
-		return nil, fmt.Errorf("failed to parse public base URL %q: want scheme://host[:port]", s.cfg.PublicBaseURL)
+		return nil, fmt.Errorf("failed to parse public base URL %q: want scheme://host[:port]", c.PublicBaseURL)
 	}
 	b := base.String()
 	card := &a2a.AgentCard{
-		Name:               s.cfg.AppName,
-		Description:        s.cfg.Description,
-		Version:            s.cfg.Version,
+		Name:               c.AppName,
+		Description:        c.Description,
+		Version:            c.Version,
 		DefaultInputModes:  []string{"text/plain"},
 		DefaultOutputModes: []string{"text/plain"},
 		Capabilities:       a2a.AgentCapabilities{Streaming: true},
-		Skills:             adka2a.BuildAgentSkills(s.agent),
+		Skills:             adka2a.BuildAgentSkills(a),
 		// The 1.0 interface comes first: a2av0's producer derives the 0.3
 		// url/preferredTransport fields from the 0.3 entry.
 		SupportedInterfaces: []*a2a.AgentInterface{
@@ -69,7 +70,7 @@ func (s *Server) agentCard() (*a2a.AgentCard, error) {
 			{URL: b + A2APathV03, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version},
 		},
 	}
-	if s.cfg.Identity != nil {
+	if c.Identity != nil {
 		card.SecurityRequirements = a2a.SecurityRequirementsOptions{{securitySchemeName: {}}}
 	}
 	return card, nil
@@ -128,7 +129,10 @@ func (p *cardProducer) CardJSON(ctx context.Context) ([]byte, error) {
 }
 
 func (s *Server) mountA2A(mux *http.ServeMux) error {
-	card, err := s.agentCard()
+	card, err := agentCard(CardConfig{
+		AppName: s.cfg.AppName, Description: s.cfg.Description, Version: s.cfg.Version,
+		PublicBaseURL: s.cfg.PublicBaseURL, Identity: s.cfg.Identity,
+	}, s.agent)
 	if err != nil {
 		return err
 	}

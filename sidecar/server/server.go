@@ -253,7 +253,7 @@ func (c *Config) defaults() error {
 		c.Logger = slog.Default()
 	}
 	if c.Description == "" {
-		c.Description = "Goose, an open-source AI agent, served as an ADK agent by adk2goose"
+		c.Description = DefaultDescription
 	}
 	return nil
 }
