@@ -57,6 +57,7 @@ func TestE2E(t *testing.T) {
 	}
 	t.Run("10-identity", func(t *testing.T) { timed(t); e.identity(t) })
 	t.Run("6-restricted", func(t *testing.T) { timed(t); e.restricted(t) })
+	t.Run("11-park", func(t *testing.T) { timed(t); e.park(t) })
 	t.Run("8-invalid-spec", func(t *testing.T) { timed(t); e.invalidSpec(t) })
 	t.Run("7-delete", func(t *testing.T) { timed(t); e.deleteAgent(t) })
 	t.Run("uninstall", func(t *testing.T) { timed(t); e.uninstallManifest(t) })

@@ -37,6 +37,7 @@ import (
 	"net/http"
 	neturl "net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,7 +95,7 @@ func runAndPrint(args []string) error {
 
 func run(ctx context.Context, args []string) (*Result, error) {
 	if len(args) == 0 {
-		return nil, errors.New("usage: client rest|a2a|live|get|create-at-once [flags]")
+		return nil, errors.New("usage: client rest|a2a|live|get|create-at-once|turns-at-once [flags]")
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	url := fs.String("url", "", "the agent's base URL, e.g. http://NAME.NS.svc:8080")
@@ -108,7 +109,7 @@ func run(ctx context.Context, args []string) (*Result, error) {
 	stock := fs.Bool("stock-card-provider", false, "resolve the agent card with remoteagent.NewAgentCardProvider (a2a)")
 	insecure := fs.Bool("insecure", false, "skip TLS verification (get; the manager's self-signed metrics endpoint)")
 	urls := fs.String("urls", "", "comma-separated base URLs, each sent every create (create-at-once)")
-	n := fs.Int("n", 10, "sessions to create (create-at-once)")
+	n := fs.Int("n", 10, "sessions to create (create-at-once) or turns to run (turns-at-once)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
 	}
@@ -134,6 +135,8 @@ func run(ctx context.Context, args []string) (*Result, error) {
 			return nil, err
 		}
 		return nil, json.NewEncoder(os.Stdout).Encode(codes)
+	case "turns-at-once":
+		return nil, json.NewEncoder(os.Stdout).Encode(turnsAtOnce(ctx, hc, *url, *app, *user, *sid, *text, *n))
 	case "rest":
 		if *create {
 			if err := post(ctx, hc, *url+"/apps/"+*app+"/users/"+*user+"/sessions/"+*sid, nil, io.Discard); err != nil {
@@ -245,6 +248,51 @@ func createAtOnce(ctx context.Context, hc *http.Client, urls []string, app, user
 		return nil, failed
 	}
 	return codes, nil
+}
+
+// Turns is what turns-at-once prints: how many of the turns got their echo,
+// why the others did not, and each answered turn's time from the common
+// start to its whole answer, sorted.
+type Turns struct {
+	Answered int      `json:"answered"`
+	Failed   []string `json:"failed,omitempty"`
+	AnswerMS []int64  `json:"answerMs"`
+}
+
+// turnsAtOnce runs n turns at the same moment, each in its own new session
+// prefix-i with the text "text i", and checks each answer is the fake goose's
+// echo of its own text.
+func turnsAtOnce(ctx context.Context, hc *http.Client, url, app, user, prefix, text string, n int) Turns {
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		out Turns
+	)
+	start := time.Now()
+	for i := range n {
+		wg.Go(func() {
+			sid, msg := fmt.Sprint(prefix, "-", i), fmt.Sprint(text, " ", i)
+			err := post(ctx, hc, url+"/apps/"+app+"/users/"+user+"/sessions/"+sid, nil, io.Discard)
+			var res *Result
+			if err == nil {
+				res, err = runREST(ctx, hc, url, app, user, sid, msg)
+			}
+			if err == nil && !strings.Contains(res.Text, "echo: "+msg) {
+				err = fmt.Errorf("answer %q is not the echo of %q", res.Text, msg)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				out.Failed = append(out.Failed, sid+": "+err.Error())
+				return
+			}
+			out.Answered++
+			out.AnswerMS = append(out.AnswerMS, time.Since(start).Milliseconds())
+		})
+	}
+	wg.Wait()
+	slices.Sort(out.AnswerMS)
+	return out
 }
 
 // post sends body as JSON ({} for nil) and copies a 200 answer to out.
