@@ -15,7 +15,7 @@ import (
 // | `-name` (`ENV`) | default | what |
 // The environment variable is optional here, so that a row without one is
 // found and reported.
-var docFlagRow = regexp.MustCompile("(?m)^\\| `-([a-z0-9-]+)`(?: \\(`([A-Z0-9_]+)`\\))? \\| ([^|]*) \\|")
+var docFlagRow = regexp.MustCompile("(?m)^\\| `-([a-z0-9][a-z0-9-]*)`(?: \\(`([A-Z0-9_]+)`\\))? \\| ([^|]*) \\|")
 
 // flagEnv is an environment variable a flag's usage names; its own is
 // the last.

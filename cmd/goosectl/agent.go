@@ -245,16 +245,27 @@ func probeGet(ctx context.Context, backend *url.URL, cred *agentCredential, path
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
-		return fmt.Errorf("the agent rejected the token: %s", strings.TrimSpace(string(body)))
+		// Its reason only lists where a token may be sent.
+		return errors.New("the agent rejected the token")
 	case resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("the agent refused the caller: %s", strings.TrimSpace(string(body)))
+		return fmt.Errorf("the agent refused the caller: %s", agentReason(body))
 	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("the agent answered GET /%s with %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("the agent answered GET /%s with %s: %s", path, resp.Status, agentReason(body))
 	}
 	if err := json.Unmarshal(body, out); err != nil {
 		return fmt.Errorf("the agent answered GET /%s with %q, not what goosectl expects", path, body)
 	}
 	return nil
+}
+
+// agentReason is the reason of a sidecar's JSON error body
+// ({"error": ..., "detail": ...}), or the body itself when it is not one.
+func agentReason(body []byte) string {
+	var e struct{ Error, Detail string }
+	if json.Unmarshal(body, &e) == nil && e.Detail != "" {
+		return e.Detail
+	}
+	return strings.TrimSpace(string(body))
 }
 
 // probeClient keeps no idle connection: one would hold a stream of the

@@ -91,7 +91,6 @@ func parse(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.activatorAddr, "activator-bind-address", "0", "address of the activator, which holds requests for parked agents and wakes them (:8085 in the install and the chart); 0 turns it off")
 	fs.StringVar(&o.activatorSelector, "activator-pod-selector", "app.kubernetes.io/name=goose-operator,app.kubernetes.io/component=manager",
 		"label selector of the manager's own pods in its namespace (env POD_NAMESPACE): a parked agent's Service points at the ready ones, on the activator's port")
-	fs.StringVar(&o.activatorAddr, "activator-bind-address", "0", "address the activator answers parked agents' traffic on (the install gives :8085); 0 disables it")
 	fs.IntVar(&o.activatorMaxHeld, "activator-max-held", activatorsrv.DefaultMaxHeld, "requests the activator holds per parked agent while it wakes; more get 503")
 	fs.DurationVar(&o.activatorHoldTimeout, "activator-hold-timeout", activatorsrv.DefaultHoldTimeout, "how long the activator holds a request for a waking agent before it answers 503")
 	o.zap.BindFlags(fs)

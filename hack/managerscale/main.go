@@ -62,6 +62,7 @@ type options struct {
 	agents        int
 	timeout       time.Duration
 	statsInterval time.Duration
+	parked        int
 }
 
 func run() error {
@@ -71,8 +72,12 @@ func run() error {
 	flag.IntVar(&o.agents, "agents", 1000, "GooseAgents to converge")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "time allowed for one run to converge")
 	flag.DurationVar(&o.statsInterval, "stats-interval", 30*time.Second, "the managers' --stats-interval, and the no-op window")
+	flag.IntVar(&o.parked, "parked-percent", 90, "the share of agents parked by hand (spec.idle.parked), as on a platform where most agents are idle")
 	flag.Parse()
 	o.runs = strings.Split(runs, ",")
+	if o.parked < 0 || o.parked > 100 {
+		return errors.New("--parked-percent must be between 0 and 100")
+	}
 	var rows []figures
 	for _, r := range o.runs {
 		fmt.Fprintf(os.Stderr, "run %s: %d agents\n", r, o.agents)
@@ -97,6 +102,7 @@ type figures struct {
 
 func printTables(out io.Writer, rows []figures, o options) error {
 	n := float64(o.agents)
+	fmt.Fprintf(out, "%d agents, %d%% of them parked by hand (spec.idle.parked)\n", o.agents, o.parked)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "run\tagents\tcold converge\twrites/agent\treads/agent\twatches\tno-op writes/agent\tno-op reads/agent\tstats reconciles/interval\tmanager RSS MiB\tapiserver CPU s\tetcd CPU s\n")
 	for _, f := range rows {
@@ -181,7 +187,7 @@ func measure(ctx context.Context, runName string, o options) (figures, error) {
 		return figures{}, err
 	}
 	defer func() { _ = env.Stop() }()
-	if err := populate(ctx, env.Client, o.agents); err != nil {
+	if err := populate(ctx, env.Client, o); err != nil {
 		return figures{}, err
 	}
 	api, err := newAPIMetrics(env.Config)
@@ -243,15 +249,22 @@ func measure(ctx context.Context, runName string, o options) (figures, error) {
 }
 
 // agentSpec is the spec of every measured agent: one referenced API-key
-// Secret, as most agents have.
-func agentSpec() agentsv1alpha1.GooseAgentSpec {
-	return agentsv1alpha1.GooseAgentSpec{Provider: agentsv1alpha1.ProviderSpec{
+// Secret, as most agents have; parked by hand when parked.
+func agentSpec(parked bool) agentsv1alpha1.GooseAgentSpec {
+	s := agentsv1alpha1.GooseAgentSpec{Provider: agentsv1alpha1.ProviderSpec{
 		Name: "openai", Model: "gpt-4o", APIKeySecretRef: &agentsv1alpha1.SecretKeyRef{Name: "openai", Key: "api-key"}}}
+	if parked {
+		s.Idle = &agentsv1alpha1.IdleSpec{Parked: true}
+	}
+	return s
 }
+
+// isParked spreads the parked agents evenly over the names.
+func isParked(i int, o options) bool { return i%100 < o.parked }
 
 func agentName(i int) string { return fmt.Sprintf("agent-%05d", i) }
 
-func populate(ctx context.Context, c client.Client, agents int) error {
+func populate(ctx context.Context, c client.Client, o options) error {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agents"}}); err != nil {
 		return fmt.Errorf("failed to create namespace: %w", err)
 	}
@@ -259,8 +272,8 @@ func populate(ctx context.Context, c client.Client, agents int) error {
 		StringData: map[string]string{"api-key": "sk-test"}}); err != nil {
 		return fmt.Errorf("failed to create API-key Secret: %w", err)
 	}
-	return parallel(agents, func(i int) error {
-		a := &agentsv1alpha1.GooseAgent{ObjectMeta: metav1.ObjectMeta{Name: agentName(i), Namespace: "agents"}, Spec: agentSpec()}
+	return parallel(o.agents, func(i int) error {
+		a := &agentsv1alpha1.GooseAgent{ObjectMeta: metav1.ObjectMeta{Name: agentName(i), Namespace: "agents"}, Spec: agentSpec(isParked(i, o))}
 		if err := c.Create(ctx, a); err != nil {
 			return fmt.Errorf("failed to create %s: %w", a.Name, err)
 		}
@@ -301,7 +314,7 @@ func parallel(n int, fn func(int) error) error {
 // client: the requests any operator must make, and nothing else.
 func bare(ctx context.Context, c client.Client, agents int) error {
 	key := map[render.Ref]string{}
-	a0 := &agentsv1alpha1.GooseAgent{Spec: agentSpec()}
+	a0 := &agentsv1alpha1.GooseAgent{Spec: agentSpec(false)}
 	for _, r := range render.References(a0) {
 		key[r] = "sk-test"
 	}
