@@ -106,10 +106,12 @@ func TestHelmDefault(t *testing.T) {
 	}
 
 	// The chart's defaults run the manager as config/manager does; it only
-	// spells out two flags kustomize leaves at their defaults.
+	// spells out two flags kustomize leaves at their defaults, and selects
+	// the activator's pods by its release's labels.
 	d := decode[appsv1.Deployment](t, find(t, objs, "Deployment", "goose-operator-controller-manager"))
 	kd := decode[appsv1.Deployment](t, find(t, parse(t, kustomizeBuild(t)), "Deployment", "goose-operator-controller-manager"))
-	wantArgs := append(slices.Clone(kd.Spec.Template.Spec.Containers[0].Args), "--metrics-secure=true", "--stats-interval=30s")
+	wantArgs := append(slices.Clone(kd.Spec.Template.Spec.Containers[0].Args), "--metrics-secure=true", "--stats-interval=30s",
+		"--activator-pod-selector=app.kubernetes.io/name=goose-operator,app.kubernetes.io/instance=goose-operator,app.kubernetes.io/component=manager")
 	gotArgs := d.Spec.Template.Spec.Containers[0].Args
 	slices.Sort(wantArgs)
 	slices.Sort(gotArgs)
