@@ -223,22 +223,15 @@ func (e *env) samples(t *testing.T) {
 	table := e.mustKubectl(t, "", "-n", samplesNS, "get", "gooseagents")
 	t.Logf("kubectl get gooseagents:\n%s", table)
 	lines := strings.Split(strings.TrimSpace(table), "\n")
-	header := strings.Fields(lines[0])
-	col := map[string]int{}
 	for _, c := range []string{"NAME", "READY", "MODEL", "SESSIONS", "TOKENS"} {
-		col[c] = slices.Index(header, c)
-		if col[c] < 0 {
+		if !slices.Contains(strings.Fields(lines[0]), c) {
 			t.Fatalf("kubectl get gooseagents has no %s column: %q", c, lines[0])
 		}
 	}
 	for _, l := range lines[1:] {
-		f := strings.Fields(l)
-		if len(f) != len(header) {
-			t.Errorf("row %q does not match the header %q", l, lines[0])
-			continue
-		}
-		a := e.agent(t, samplesNS, f[col["NAME"]])
-		if f[col["READY"]] != "True" || f[col["MODEL"]] != a.Spec.Provider.Model || f[col["SESSIONS"]] != "0" || f[col["TOKENS"]] != "0" {
+		f := tableRow(lines[0], l)
+		a := e.agent(t, samplesNS, f["NAME"])
+		if f["READY"] != "True" || f["MODEL"] != a.Spec.Provider.Model || f["SESSIONS"] != "0" || f["TOKENS"] != "0" {
 			t.Errorf("row %q: want Ready True, model %s, 0 sessions and 0 tokens", l, a.Spec.Provider.Model)
 		}
 	}
@@ -396,4 +389,28 @@ func (e *env) uninstallManifest(t *testing.T) {
 	// The agents go first, while the manager still runs.
 	e.mustKubectl(t, "", "delete", "namespace", samplesNS, "--ignore-not-found", "--wait=true", "--timeout=2m")
 	e.mustKubectl(t, "", "delete", "--ignore-not-found", "--wait=true", "--timeout=2m", "-f", e.root+"/dist/install.yaml")
+}
+
+// tableRow reads a row of kubectl's table by the header's column offsets:
+// a column whose value is absent (such as PARKED for an agent that never
+// parks) is blank there, so splitting on spaces would shift the rest.
+func tableRow(header, row string) map[string]string {
+	out := map[string]string{}
+	names := strings.Fields(header)
+	at := 0
+	starts := make([]int, len(names))
+	for i, n := range names {
+		starts[i] = at + strings.Index(header[at:], n)
+		at = starts[i] + len(n)
+	}
+	for i, n := range names {
+		end := len(row)
+		if i+1 < len(names) && starts[i+1] < end {
+			end = starts[i+1]
+		}
+		if starts[i] < len(row) {
+			out[n] = strings.TrimSpace(row[starts[i]:end])
+		}
+	}
+	return out
 }
