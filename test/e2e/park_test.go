@@ -57,7 +57,7 @@ spec:
 		t.Fatalf("the chat that wakes the agent: %+v %v", r, err)
 	}
 	w.report(t, start, answered)
-	if n := e.sessionEvents(t, ns, pod, url, tok, name, "kept"); n < 4 {
+	if n := e.adkSessionEvents(t, ns, pod, url, tok, name, "kept"); n < 4 {
 		t.Errorf("session kept has %d events after the wake, want the turns from before and after parking (4)", n)
 	}
 
@@ -229,21 +229,4 @@ func (w *wakeWatch) report(t *testing.T, start time.Time, answered time.Duration
 		}
 	}
 	t.Logf("wake-time breakdown, from the request:%s", b.String())
-}
-
-// sessionEvents reads an ADK session through the Service and counts its events.
-func (e *env) sessionEvents(t *testing.T, ns, pod, url, tok, app, sid string) int {
-	t.Helper()
-	out, err := e.kubectl(t, "", "-n", ns, "exec", pod, "--", "client", "get", "-token", tok,
-		"-url", url+"/apps/"+app+"/users/e2e/sessions/"+sid)
-	if err != nil {
-		t.Fatalf("failed to read ADK session %s: %v", sid, err)
-	}
-	var s struct {
-		Events []json.RawMessage `json:"events"`
-	}
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		t.Fatalf("failed to decode ADK session %s: %v", out, err)
-	}
-	return len(s.Events)
 }

@@ -23,9 +23,9 @@ import (
 const configHashAnnotation = "agents.adk2goose.dev/config-hash"
 
 // adkSessionEvents reads an ADK session through the Service and counts its events.
-func (e *env) adkSessionEvents(t *testing.T, pod, url, tok, app, sid string) int {
+func (e *env) adkSessionEvents(t *testing.T, ns, pod, url, tok, app, sid string) int {
 	t.Helper()
-	out, err := e.kubectl(t, "", "-n", samplesNS, "exec", pod, "--", "client", "get", "-token", tok,
+	out, err := e.kubectl(t, "", "-n", ns, "exec", pod, "--", "client", "get", "-token", tok,
 		"-url", url+"/apps/"+app+"/users/e2e/sessions/"+sid)
 	if err != nil {
 		t.Fatalf("failed to read ADK session %s: %v", sid, err)
@@ -83,7 +83,7 @@ func (e *env) secretRoll(t *testing.T, pod string) {
 	if r2.gooseSession() != r1.gooseSession() {
 		t.Errorf("goose session %q after the roll, %q before: the conversation restarted", r2.gooseSession(), r1.gooseSession())
 	}
-	if n := e.adkSessionEvents(t, pod, url, tok, name, "case3"); n < 4 {
+	if n := e.adkSessionEvents(t, samplesNS, pod, url, tok, name, "case3"); n < 4 {
 		t.Errorf("the ADK session holds %d events after two turns, want at least 4", n)
 	}
 }
@@ -175,7 +175,7 @@ func (e *env) podDeletion(t *testing.T, pod string) {
 		return notYet(a.Status.Sessions.Total == sessions && a.Status.Tokens.Total == want,
 			fmt.Sprintf("sessions %d tokens %d; want %d and %d+%d+%d", a.Status.Sessions.Total, a.Status.Tokens.Total, sessions, tokens, sr.r.TotalTokens, r2.TotalTokens))
 	})
-	if n := e.adkSessionEvents(t, pod, url, tok, name, "case4"); n < 6 {
+	if n := e.adkSessionEvents(t, samplesNS, pod, url, tok, name, "case4"); n < 6 {
 		t.Errorf("the ADK session holds %d events after three turns, want at least 6", n)
 	}
 }
