@@ -37,22 +37,9 @@ func (r *GooseAgentReconciler) removeStaleEndpoints(ctx context.Context, a *agen
 	if reader == nil {
 		reader = r.Client
 	}
-	var slices discoveryv1.EndpointSliceList
-	if err := reader.List(ctx, &slices, client.InNamespace(a.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: render.ServiceName(a)}); err != nil {
-		return 0, fmt.Errorf("failed to list the Service's EndpointSlices: %w", err)
-	}
+	// The Endpoints first: while it exists the mirroring controller may
+	// write its slice again after the slices below are gone.
 	n := 0
-	for i := range slices.Items {
-		s := &slices.Items[i]
-		if m := s.Labels[discoveryv1.LabelManagedBy]; m != sliceController && m != sliceMirroringController {
-			continue
-		}
-		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-			return n, fmt.Errorf("failed to delete EndpointSlice %s: %w", s.Name, err)
-		}
-		n++
-	}
 	ep := &corev1.Endpoints{} //nolint:staticcheck // the endpoints controller still writes them in v1.37, and kube-proxy sees them mirrored
 	err := reader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: render.ServiceName(a)}, ep)
 	switch {
@@ -62,6 +49,21 @@ func (r *GooseAgentReconciler) removeStaleEndpoints(ctx context.Context, a *agen
 	case ep.Labels[endpointsManagedBy] == endpointsController:
 		if err := r.Client.Delete(ctx, ep, client.Preconditions{UID: &ep.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return n, fmt.Errorf("failed to delete Endpoints %s: %w", ep.Name, err)
+		}
+		n++
+	}
+	var slices discoveryv1.EndpointSliceList
+	if err := reader.List(ctx, &slices, client.InNamespace(a.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: render.ServiceName(a)}); err != nil {
+		return n, fmt.Errorf("failed to list the Service's EndpointSlices: %w", err)
+	}
+	for i := range slices.Items {
+		s := &slices.Items[i]
+		if m := s.Labels[discoveryv1.LabelManagedBy]; m != sliceController && m != sliceMirroringController {
+			continue
+		}
+		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return n, fmt.Errorf("failed to delete EndpointSlice %s: %w", s.Name, err)
 		}
 		n++
 	}

@@ -12,6 +12,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -75,7 +76,9 @@ func (e *env) waitManager(t *testing.T) {
 	var pod corev1.Pod
 	poll.Within(t, 3*time.Minute, "manager pod Ready (its readiness probe)", func() error {
 		var pl corev1.PodList
-		if err := e.c.List(t.Context(), &pl, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+		// Not t.Context(): cases wait for the manager in their cleanups too,
+		// when it is already cancelled.
+		if err := e.c.List(context.Background(), &pl, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
 			return err
 		}
 		for _, p := range pl.Items {
@@ -88,7 +91,7 @@ func (e *env) waitManager(t *testing.T) {
 	})
 	poll.Within(t, time.Minute, "leader election Lease held by the manager pod", func() error {
 		var l coordinationv1.Lease
-		if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: operatorNS, Name: leaderLease}, &l); err != nil {
+		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: operatorNS, Name: leaderLease}, &l); err != nil {
 			return err
 		}
 		holder := ""

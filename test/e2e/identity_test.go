@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -126,7 +127,7 @@ subjects:
 		e.mustKubectl(t, "", "-n", operatorNS, "scale", "deployment", managerDeploy, "--replicas=1")
 		e.waitManager(t)
 		poll.Within(t, time.Minute, "the manager restores the review binding", func() error {
-			return e.c.Get(t.Context(), client.ObjectKey{Name: binding}, &rbacv1.ClusterRoleBinding{})
+			return e.c.Get(context.Background(), client.ObjectKey{Name: binding}, &rbacv1.ClusterRoleBinding{})
 		})
 	})
 	poll.Within(t, 2*time.Minute, "no manager pod", func() error {

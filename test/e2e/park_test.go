@@ -42,11 +42,12 @@ spec:
 	}
 
 	e.waitParked(t, ns, name)
+	wakeBefore := e.agent(t, ns, name).Annotations["agents.adk2goose.dev/wake-requested-at"]
 	if _, err := e.chatOnce(t, ns, pod, "rest", "-url", url, "-app", name, "-session", "nope", "-create"); err == nil || !strings.Contains(err.Error(), "HTTP 401") {
 		t.Errorf("a request without the token to the parked agent: want HTTP 401, got %v", err)
 	}
-	if a := e.agent(t, ns, name); a.Annotations["agents.adk2goose.dev/wake-requested-at"] != "" {
-		t.Errorf("an unauthenticated request asked for a wake: %v", a.Annotations)
+	if a := e.agent(t, ns, name); a.Annotations["agents.adk2goose.dev/wake-requested-at"] != wakeBefore {
+		t.Errorf("an unauthenticated request asked for a wake: %v (before it: %q)", a.Annotations, wakeBefore)
 	}
 
 	w := e.watchWake(t, ns, name)
@@ -141,15 +142,21 @@ func (e *env) waitParked(t *testing.T, ns, name string) {
 		slices.Sort(got)
 		return notYet(slices.Equal(got, want) && len(s.Ports) == 1 && *s.Ports[0].Port == 8085, fmt.Sprintf("slice %v ports %v, want %v on 8085", got, s.Ports, want))
 	})
-	var slicesOf discoveryv1.EndpointSliceList
-	if err := e.c.List(t.Context(), &slicesOf, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range slicesOf.Items {
-		if s.Name != name+"-activator" {
-			t.Logf("another slice on the parked Service: %s (managed by %s)", s.Name, s.Labels[discoveryv1.LabelManagedBy])
+	// A slice left by Kubernetes' controllers would send some connections
+	// to the pod that is gone.
+	poll.Within(t, time.Minute, "no other slice on the parked Service", func() error {
+		var slicesOf discoveryv1.EndpointSliceList
+		if err := e.c.List(t.Context(), &slicesOf, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+			return err
 		}
-	}
+		var others []string
+		for _, s := range slicesOf.Items {
+			if s.Name != name+"-activator" {
+				others = append(others, s.Name+" (managed by "+s.Labels[discoveryv1.LabelManagedBy]+")")
+			}
+		}
+		return notYet(len(others) == 0, strings.Join(others, ", "))
+	})
 }
 
 // wakeWatch records when each step of a wake was first seen.
