@@ -13,13 +13,16 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/render"
 )
 
+// The Endpoints of a parked agent's Service (a comment of its own: controller-gen
+// reads markers apart from a declaration's doc).
+// +kubebuilder:rbac:groups="",resources=endpoints,verbs=get;delete
+
 // The endpoints a parked agent's Service must lose: Kubernetes' controllers
 // stop maintaining a Service once it has no selector (v1.37
 // endpointslice_controller.go and endpoints_controller.go return early), so
 // what they wrote for the pod that is gone stays, and the Endpoints object is
 // mirrored into yet another slice. kube-proxy would then split the Service
 // between the activator and a dead address.
-// +kubebuilder:rbac:groups="",resources=endpoints,verbs=get;delete
 const (
 	endpointsManagedBy       = "endpoints.kubernetes.io/managed-by"
 	endpointsController      = "endpoint-controller"

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -64,9 +65,9 @@ func managerAsGeneratedRole(t *testing.T) *rest.Config {
 // TestManagerRunsWithTheGeneratedRole: the manager holding only the role
 // generated from its RBAC markers takes an agent in mode kubernetes through
 // its life: children, the review binding and its finalizer, status, leaving
-// the mode, deletion. The admin that other envtest tests run as hid that the
-// finalizer needs patch on gooseagents: on a real cluster such an agent
-// never got a status.
+// the mode, parking, deletion. The admin that other envtest tests run as hid that the
+// finalizer needs patch on gooseagents (on a real cluster such an agent
+// never got a status) and that parking needs get and delete on endpoints.
 func TestManagerRunsWithTheGeneratedRole(t *testing.T) {
 	needEnv(t)
 	cfg := managerAsGeneratedRole(t)
@@ -107,6 +108,23 @@ func TestManagerRunsWithTheGeneratedRole(t *testing.T) {
 		a.Spec.Sidecar.Auth = agentsv1alpha1.SidecarAuth{Mode: agentsv1alpha1.AuthModeKubernetes}
 	})
 	poll.UntilNil(t, "review binding again", func() error { return env.Client.Get(ctx, crbKey, &rbacv1.ClusterRoleBinding{}) })
+
+	// Parking deletes what the endpoints controller left for the Service.
+	stale := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: render.ServiceName(c.Agent), Namespace: ns, //nolint:staticcheck // what the endpoints controller writes
+		Labels: map[string]string{"endpoints.kubernetes.io/managed-by": "endpoint-controller"}}}
+	if err := env.Client.Create(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	updateAgent(t, ns, name, func(a *agentsv1alpha1.GooseAgent) { a.Spec.Idle = &agentsv1alpha1.IdleSpec{Parked: true} })
+	poll.UntilNil(t, "parked, the stale Endpoints deleted", func() error {
+		if err := conditionIs(ns, name, agentsv1alpha1.ConditionParked, metav1.ConditionTrue, agentsv1alpha1.ReasonParkRequested); err != nil {
+			return err
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(stale), stale); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the endpoints controller's Endpoints is still there (err %v)", err)
+		}
+		return nil
+	})
 	if err := env.Client.Delete(ctx, getAgent(t, ns, name)); err != nil {
 		t.Fatal(err)
 	}
