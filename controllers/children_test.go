@@ -163,6 +163,11 @@ func TestChildKindsPermitted(t *testing.T) {
 				if g == rbacv1.GroupName && res == "clusterrolebindings" {
 					continue
 				}
+				// A parked agent's Service loses the Endpoints the endpoints
+				// controller left (parkedservice.go); the operator makes none.
+				if g == "" && res == "endpoints" {
+					continue
+				}
 				if !resources[schema.GroupResource{Group: g, Resource: res}] {
 					t.Errorf("the role deletes %s.%s, which is no child kind", res, g)
 				}

@@ -101,7 +101,7 @@ func TestColdStartStatusWrites(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, "coldstart")
 	counts := &statusApplies{n: map[string]map[string]int{}}
-	startManager(t, harnessOpts{wrap: counts.wrap, stats: true, concurrency: 4})
+	startManager(t, harnessOpts{wrap: counts.wrap, stats: true, concurrency: 4, namespace: ns})
 	const agents = 20
 	for i := range agents {
 		c := loadCase(t, "minimal")

@@ -416,7 +416,7 @@ func TestRolloutOnChange(t *testing.T) {
 func TestNoOpResyncZeroWrites(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, "noop")
-	h := startManager(t, harnessOpts{})
+	h := startManager(t, harnessOpts{namespace: ns})
 	ctx := context.Background()
 	var names []string
 	for _, n := range []string{"approve", "full", "goosed"} {

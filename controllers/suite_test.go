@@ -153,6 +153,10 @@ type harnessOpts struct {
 	// statsURL, when set, makes the reconciler ask the agents' pods for
 	// their activity through the stats reconciler, at this URL a pod.
 	statsURL func(pod *corev1.Pod, port int32) string
+	// namespace, when set, is the only namespace the manager sees: tests
+	// that count its writes must not count those for the agents other
+	// tests (or other -count runs) left in the shared control plane.
+	namespace string
 }
 
 func startManager(t testing.TB, o harnessOpts) *harness {
@@ -164,11 +168,15 @@ func startManager(t testing.TB, o harnessOpts) *harness {
 	if o.config != nil {
 		cfg = o.config
 	}
+	cacheOpts := controllers.CacheOptions()
+	if o.namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  controllers.CacheOptions(),
+		Cache:                  cacheOpts,
 		// Several managers run in one test binary, one after another.
 		Controller: config.Controller{SkipNameValidation: &skip},
 		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
