@@ -408,14 +408,15 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 		"goose_secret_set", secret != "", "cors_origins", origins, "peers_host", o.peersHost,
 		"workspace", o.gooseWorkDir, "workspace_scope", o.workspaceScope, "workspace_retention", o.workspaceRetention.String(),
 		"budget_file", o.budgetFile)
-	if onListen != nil {
-		onListen(ln.Addr())
-	}
 	serveCtx, stopServing := context.WithCancelCause(ctx)
 	defer stopServing(nil)
 	if o.drainDir != "" {
 		stopWatch := drainOnRequest(ctx, log, srv, o, stopServing)
 		defer stopWatch()
+	}
+	// Told once goose's preStop hook would find the drain directory watched.
+	if onListen != nil {
+		onListen(ln.Addr())
 	}
 	if err := srv.Serve(serveCtx, ln, o.drainTimeout); err != nil {
 		return err
