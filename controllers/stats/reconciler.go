@@ -117,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// No pod to ask, so no token to read: a new agent's Secret may not
 		// exist yet, and that is no error.
 		res = r.Collector.Collect(ctx, req.NamespacedName, "", pods)
-	} else if token, err := r.token(ctx, &a); err != nil {
+	} else if token, err := r.References.SidecarToken(ctx, &a); err != nil {
 		// Without the token no pod can be asked; keep what status holds.
 		res.Stale = []string{err.Error()}
 	} else {
@@ -185,32 +185,12 @@ func (r *Reconciler) Activity(ctx context.Context, a *agentsv1alpha1.GooseAgent)
 	if len(pods) == 0 {
 		return Activity{}, nil
 	}
-	token, err := r.token(ctx, a)
+	token, err := r.References.SidecarToken(ctx, a)
 	if err != nil {
 		return Activity{}, err
 	}
 	res := r.Collector.Collect(ctx, client.ObjectKeyFromObject(a), token, pods)
 	return Activity{LastTurnAt: res.Totals.LastTurnAt, InFlight: res.Totals.InFlight, Unanswered: res.Stale}, nil
-}
-
-// token reads the sidecar's inbound token from the agent's Secret.
-func (r *Reconciler) token(ctx context.Context, a *agentsv1alpha1.GooseAgent) (string, error) {
-	name, key := render.SecretName(a), render.KeyAuthToken
-	if ref := a.Spec.Sidecar.Auth.TokenSecretRef; ref != nil {
-		name, key = ref.Name, ref.Key
-	}
-	v, found, err := r.References.ReadKey(ctx, render.KindSecret, a.Namespace, name, key)
-	if err != nil {
-		return "", fmt.Errorf("failed to read sidecar token from Secret %s: %w", name, err)
-	}
-	if !found {
-		return "", fmt.Errorf("failed to read sidecar token: Secret %s or its key %q not found", name, key)
-	}
-	t := strings.TrimSpace(v)
-	if t == "" {
-		return "", fmt.Errorf("failed to read sidecar token: Secret %s has no key %q", name, key)
-	}
-	return t, nil
 }
 
 // pods lists the agent's pods; only ready ones with an IP get a URL.
