@@ -39,6 +39,7 @@ import (
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/render"
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
 	"github.com/adk2goose/goose-operator/sidecar/server"
 )
 
@@ -401,9 +402,9 @@ func (a *Activator) serveOpen(w http.ResponseWriter, r *http.Request, d *door) {
 		// Allowed origins' preflights were answered by the door.
 		w.WriteHeader(http.StatusNoContent)
 	case r.URL.Path == "/readyz":
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "parked", "reason": "the agent is parked: no pod runs"})
+		jsonhttp.Write(w, http.StatusServiceUnavailable, map[string]string{"status": "parked", "reason": "the agent is parked: no pod runs"})
 	case r.URL.Path == "/healthz" || r.URL.Path == "/health":
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		jsonhttp.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 	default:
 		d.card.ServeHTTP(w, r)
 	}

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/adk2goose/goose-operator/sidecar/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
 
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/peering"

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/adk2goose/goose-operator/sidecar/identity"
-	"github.com/adk2goose/goose-operator/sidecar/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
 )
 
 // Routes served without the inbound token: probes must work without

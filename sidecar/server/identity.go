@@ -13,7 +13,7 @@ import (
 	adka2a "google.golang.org/adk/server/adka2a/v2"
 
 	"github.com/adk2goose/goose-operator/sidecar/identity"
-	"github.com/adk2goose/goose-operator/sidecar/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
 )
 
 const codeForbidden = "FORBIDDEN"

@@ -71,7 +71,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/adk2goose/goose-operator/sidecar/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
 	"github.com/adk2goose/goose-operator/sidecar/internal/waitgroup"
 
 	"google.golang.org/adk/agent"

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/adk2goose/goose-operator/sidecar/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
 
 	"google.golang.org/adk/session"
 

@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/adk2goose/goose-operator/sidecar/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/internal/jsonhttp"
 )
 
 func TestWrite(t *testing.T) {
