@@ -14,7 +14,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers"
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
-	activatorsrv "github.com/adk2goose/goose-operator/internal/activator"
+	activatorsrv "github.com/adk2goose/goose-operator/controllers/activator"
 )
 
 // addActivator runs the activator in this replica when

@@ -27,7 +27,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
-	activatorsrv "github.com/adk2goose/goose-operator/internal/activator"
+	activatorsrv "github.com/adk2goose/goose-operator/controllers/activator"
 )
 
 // DefaultGooseImage is the official goose image, pinned: the ACP transport

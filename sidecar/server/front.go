@@ -14,7 +14,7 @@ import (
 
 // This file lends the sidecar's own door and card to a component that
 // answers in a pod's place while no pod does (the operator's activator, in
-// internal/activator), so that it authenticates, caps bodies and describes
+// controllers/activator), so that it authenticates, caps bodies and describes
 // the agent exactly as the sidecar would.
 
 // DefaultDescription is the agent card's description when none is given.
