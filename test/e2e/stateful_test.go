@@ -25,8 +25,17 @@ const configHashAnnotation = "agents.adk2goose.dev/config-hash"
 // adkSessionEvents reads an ADK session through the Service and counts its events.
 func (e *env) adkSessionEvents(t *testing.T, ns, pod, url, tok, app, sid string) int {
 	t.Helper()
-	out, err := e.kubectl(t, "", "-n", ns, "exec", pod, "--", "client", "get", "-token", tok,
-		"-url", url+"/apps/"+app+"/users/e2e/sessions/"+sid)
+	var out string
+	var err error
+	// As chat does: kube-proxy may not have programmed the Service's
+	// endpoints yet (after a wake, the pod's replace the activator's).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		out, err = e.kubectl(t, "", "-n", ns, "exec", pod, "--", "client", "get", "-token", tok,
+			"-url", url+"/apps/"+app+"/users/e2e/sessions/"+sid)
+		if err == nil || !dialFailed(err) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("failed to read ADK session %s: %v", sid, err)
 	}
