@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -63,8 +64,8 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the reconciler. It reacts to agents being
-// created and to spec changes; polling itself is driven by RequeueAfter, so
-// its own status writes never trigger another poll.
+// created, to spec changes and to a park or a wake; polling itself is driven
+// by RequeueAfter, so its own status writes never trigger another poll.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	if r.Interval <= 0 {
 		r.Interval = DefaultInterval
@@ -77,7 +78,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	}
 	return builder.ControllerManagedBy(mgr).
 		Named("gooseagent-stats").
-		For(&agentsv1alpha1.GooseAgent{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&agentsv1alpha1.GooseAgent{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, parkChanged))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, RateLimiter: retry.Limiter()}).
 		Complete(r)
 }
@@ -106,6 +107,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	pods, err := r.pods(ctx, &a)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if len(pods) == 0 && isParked(&a) {
+		// A parked agent has nothing to poll until it wakes, which changes
+		// its Parked condition (parkChanged) and brings it back here. Status
+		// keeps the last figures; this pass writes only that no pod answers.
+		next = reconcile.Result{}
 	}
 	if readyPods(pods) == 0 && neverWritten(&a) {
 		// Nothing to say yet: Ready already says why there is no pod to ask,
@@ -159,6 +166,21 @@ func untilSlot(now time.Time, interval time.Duration, agent types.NamespacedName
 
 // neverWritten reports an agent whose status holds nothing of this
 // reconciler's: no figures and no StatsAvailable condition.
+// isParked reports whether the agent's Parked condition is true.
+func isParked(a *agentsv1alpha1.GooseAgent) bool {
+	return meta.IsStatusConditionTrue(a.Status.Conditions, agentsv1alpha1.ConditionParked)
+}
+
+// parkChanged passes updates that park or wake an agent: polling stops
+// while it is parked and starts again when it wakes.
+var parkChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*agentsv1alpha1.GooseAgent)
+		n, okNew := e.ObjectNew.(*agentsv1alpha1.GooseAgent)
+		return okOld && okNew && isParked(o) != isParked(n)
+	},
+}
+
 func neverWritten(a *agentsv1alpha1.GooseAgent) bool {
 	return a.Status.StatsUpdatedAt == nil && a.Status.Budget == nil &&
 		meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionStatsAvailable) == nil

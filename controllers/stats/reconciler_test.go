@@ -564,3 +564,48 @@ func (s *sidecar) baseURL() string {
 	defer s.mu.Unlock()
 	return s.url
 }
+
+// TestParkedAgentIsNotPolled: once a parked agent's pods are gone the
+// reconciler stops polling it and keeps its last figures; while a pod is
+// still there it polls on.
+func TestParkedAgentIsNotPolled(t *testing.T) {
+	f := newFixture(t, 1)
+	f.sidecars["talker-0"].converse("alice", "s1", "hello there")
+	f.reconcile()
+	figures := f.status()
+	if figures.Sessions.Total != 1 {
+		t.Fatalf("sessions %+v, want 1", figures.Sessions)
+	}
+
+	env := sharedEnv(t)
+	ctx := context.Background()
+	a := &agentsv1alpha1.GooseAgent{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.agent), a); err != nil {
+		t.Fatal(err)
+	}
+	meta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: agentsv1alpha1.ConditionParked, Status: metav1.ConditionTrue,
+		Reason: agentsv1alpha1.ReasonParkRequested, Message: "parked by spec.idle.parked"})
+	if err := env.Client.Status().Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if res := f.reconcile(); res.RequeueAfter == 0 {
+		t.Fatal("parked with its pod still there: no next poll, want one")
+	}
+	f.sidecars["talker-0"].halt()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: f.agent.Namespace, Name: "talker-0"}}
+	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilNil(t, "the pod to be gone", func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err == nil {
+			return fmt.Errorf("pod still there")
+		}
+		return nil
+	})
+	if res := f.reconcile(); res.RequeueAfter != 0 || res.Requeue { //nolint:staticcheck // Requeue is what a poll would set too
+		t.Fatalf("parked without pods: next poll %+v, want none", res)
+	}
+	if st := f.status(); st.Sessions != figures.Sessions || st.Tokens != figures.Tokens {
+		t.Fatalf("parked: figures %+v %+v, want the last ones %+v %+v", st.Sessions, st.Tokens, figures.Sessions, figures.Tokens)
+	}
+}

@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 )
 
 // TestPollsSpreadOverTheInterval: agents polled at the same moment get
@@ -29,6 +33,34 @@ func TestPollsSpreadOverTheInterval(t *testing.T) {
 	for s := range 30 {
 		if n := perSecond[s]; n < 10 || n > 70 {
 			t.Errorf("second %d of the interval has %d of 1000 polls, want about 33", s, n)
+		}
+	}
+}
+
+// TestParkOrWakeTriggersAPoll: the watch passes an update that parks or
+// wakes an agent (polling stops and starts again) and no other status write.
+func TestParkOrWakeTriggersAPoll(t *testing.T) {
+	agent := func(parked metav1.ConditionStatus, sessions int64) *agentsv1alpha1.GooseAgent {
+		a := &agentsv1alpha1.GooseAgent{}
+		a.Status.Sessions.Total = sessions
+		if parked != "" {
+			a.Status.Conditions = []metav1.Condition{{Type: agentsv1alpha1.ConditionParked, Status: parked}}
+		}
+		return a
+	}
+	for _, c := range []struct {
+		name     string
+		old, new *agentsv1alpha1.GooseAgent
+		want     bool
+	}{
+		{"park", agent(metav1.ConditionFalse, 1), agent(metav1.ConditionTrue, 1), true},
+		{"wake", agent(metav1.ConditionTrue, 1), agent(metav1.ConditionFalse, 1), true},
+		{"first park", agent("", 1), agent(metav1.ConditionTrue, 1), true},
+		{"figures only", agent(metav1.ConditionFalse, 1), agent(metav1.ConditionFalse, 2), false},
+		{"still parked", agent(metav1.ConditionTrue, 1), agent(metav1.ConditionTrue, 1), false},
+	} {
+		if got := parkChanged.Update(event.UpdateEvent{ObjectOld: c.old, ObjectNew: c.new}); got != c.want {
+			t.Errorf("%s: passed %v, want %v", c.name, got, c.want)
 		}
 	}
 }
