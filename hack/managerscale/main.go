@@ -13,7 +13,9 @@
 // by verb and resource, the WATCH requests it holds), the manager's /metrics
 // (RSS, reconciles of the stats controller) and /proc (the CPU time of
 // kube-apiserver and etcd). A run converges when every agent's status is at
-// its generation; then one stats interval is watched as a no-op resync.
+// its generation. Then the manager is restarted, which reconciles every
+// agent again with nothing to change (the no-op resync), and one stats
+// interval is watched.
 package main
 
 import (
@@ -37,11 +39,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	agentsv1alpha1ac "github.com/adk2goose/goose-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
@@ -51,6 +56,7 @@ import (
 )
 
 func main() {
+	log.SetLogger(logr.Discard()) // envtest's own logging is not the table
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "managerscale:", err)
 		os.Exit(1)
@@ -91,9 +97,13 @@ func run() error {
 }
 
 type figures struct {
-	run                string
-	converge           time.Duration
-	cold, noop         requests
+	run               string
+	converge          time.Duration
+	cold, noop, sweep requests
+	resync            time.Duration
+	// events counts the Events recorded by convergence, by reason (a
+	// series counts each occurrence).
+	events             map[string]float64
 	watches            float64
 	statsReconciles    float64
 	rss                float64
@@ -104,24 +114,35 @@ func printTables(out io.Writer, rows []figures, o options) error {
 	n := float64(o.agents)
 	fmt.Fprintf(out, "%d agents, %d%% of them parked by hand (spec.idle.parked)\n", o.agents, o.parked)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "run\tagents\tcold converge\twrites/agent\treads/agent\twatches\tno-op writes/agent\tno-op reads/agent\tstats reconciles/interval\tmanager RSS MiB\tapiserver CPU s\tetcd CPU s\n")
+	fmt.Fprintf(w, "run\tagents\tcold converge\twrites/agent\treads/agent\twatches\tno-op resync\tno-op writes/agent\tno-op reads/agent\tstats reconciles/interval\trequests/interval\tmanager RSS MiB\tKiB/agent\tapiserver CPU s\tetcd CPU s\n")
 	for _, f := range rows {
-		rss := "–"
-		if f.rss > 0 {
-			rss = fmt.Sprintf("%.0f", f.rss/(1<<20))
+		if f.run == "bare" {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%.2f\t%.0f\t–\t–\t–\t–\t–\t–\t–\t%.1f\t%.1f\n", f.run, o.agents, f.converge.Round(100*time.Millisecond),
+				f.cold.writes()/n, f.cold.reads()/n, f.watches, f.apiserverCPU.Seconds(), f.etcd.Seconds())
+			continue
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.0f\t%s\t%.1f\t%.1f\n", f.run, o.agents, f.converge.Round(100*time.Millisecond),
-			f.cold.writes()/n, f.cold.reads()/n, f.watches, f.noop.writes()/n, f.noop.reads()/n, f.statsReconciles, rss,
-			f.apiserverCPU.Seconds(), f.etcd.Seconds())
+		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\n", f.run, o.agents, f.converge.Round(100*time.Millisecond),
+			f.cold.writes()/n, f.cold.reads()/n, f.watches, f.resync.Round(100*time.Millisecond), f.noop.writes()/n, f.noop.reads()/n,
+			f.statsReconciles, f.sweep.writes()+f.sweep.reads(), f.rss/(1<<20), f.rss/1024/n, f.apiserverCPU.Seconds(), f.etcd.Seconds())
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(out, "\nEvents per agent at cold start, by reason:")
+	if err := perAgentTable(out, rows, n, func(f figures) map[string]float64 { return f.events }); err != nil {
+		return err
+	}
 	fmt.Fprintln(out, "\nrequests per agent at cold start, by verb and resource (the apiserver's apiserver_request_total):")
-	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	return perAgentTable(out, rows, n, func(f figures) map[string]float64 { return f.cold })
+}
+
+// perAgentTable prints, for every key of any row's counts, each row's count
+// divided by n.
+func perAgentTable(out io.Writer, rows []figures, n float64, counts func(figures) map[string]float64) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	keys := map[string]bool{}
 	for _, f := range rows {
-		for k := range f.cold {
+		for k := range counts(f) {
 			keys[k] = true
 		}
 	}
@@ -130,7 +151,7 @@ func printTables(out io.Writer, rows []figures, o options) error {
 		sorted = append(sorted, k)
 	}
 	sort.Strings(sorted)
-	fmt.Fprintf(w, "verb resource")
+	fmt.Fprintf(w, "key")
 	for _, f := range rows {
 		fmt.Fprintf(w, "\t%s", f.run)
 	}
@@ -138,7 +159,7 @@ func printTables(out io.Writer, rows []figures, o options) error {
 	for _, k := range sorted {
 		fmt.Fprint(w, k)
 		for _, f := range rows {
-			fmt.Fprintf(w, "\t%.2f", f.cold[k]/n)
+			fmt.Fprintf(w, "\t%.2f", counts(f)[k]/n)
 		}
 		fmt.Fprintln(w)
 	}
@@ -223,28 +244,45 @@ func measure(ctx context.Context, runName string, o options) (figures, error) {
 		return f, err
 	}
 	f.cold, f.watches = after.minus(before), watches
-	fmt.Fprintf(os.Stderr, "  converged in %s; watching one stats interval (%s) of no-op resync\n", f.converge.Round(time.Second), o.statsInterval)
-	var stats0 float64
-	if mgr != nil {
-		m, err := mgr.scrape(ctx)
-		if err != nil {
-			return f, err
-		}
-		stats0 = m.statsReconciles
+	if f.events, err = eventsByReason(ctx, env.Client); err != nil {
+		return f, err
+	}
+	if mgr == nil {
+		return f, nil
+	}
+	// A restarted manager reconciles every agent with nothing to change.
+	fmt.Fprintf(os.Stderr, "  converged in %s; restarting the manager for a no-op resync\n", f.converge.Round(time.Second))
+	mgr.stop()
+	start = time.Now()
+	if mgr, err = startManager(ctx, runName, env.Kubeconfig, o); err != nil {
+		return f, err
+	}
+	defer mgr.stop()
+	if err := mgr.waitReconciled(ctx, o); err != nil {
+		return f, err
+	}
+	f.resync = time.Since(start)
+	resynced, _, err := api.requests(ctx)
+	if err != nil {
+		return f, err
+	}
+	f.noop = resynced.minus(after)
+	fmt.Fprintf(os.Stderr, "  resynced in %s; watching one stats interval (%s)\n", f.resync.Round(time.Second), o.statsInterval)
+	m0, err := mgr.scrape(ctx)
+	if err != nil {
+		return f, err
 	}
 	time.Sleep(o.statsInterval) //nolint:forbidigo // the window measured, not a wait for a condition
 	end, _, err := api.requests(ctx)
 	if err != nil {
 		return f, err
 	}
-	f.noop = end.minus(after)
-	if mgr != nil {
-		m, err := mgr.scrape(ctx)
-		if err != nil {
-			return f, err
-		}
-		f.rss, f.statsReconciles = m.rss, m.statsReconciles-stats0
+	f.sweep = end.minus(resynced)
+	m1, err := mgr.scrape(ctx)
+	if err != nil {
+		return f, err
 	}
+	f.rss, f.statsReconciles = m1.rss, m1.statsReconciles-m0.statsReconciles
 	return f, nil
 }
 
@@ -476,7 +514,28 @@ func (p *managerProc) stop() {
 	_ = p.cmd.Wait()
 }
 
-type managerFigures struct{ rss, statsReconciles float64 }
+type managerFigures struct {
+	rss, statsReconciles float64
+	// reconciles and queued are the main controller's finished reconciles
+	// and its work queue's depth.
+	reconciles, queued float64
+}
+
+// waitReconciled waits until the main controller has reconciled every agent
+// and its queue is empty.
+func (p *managerProc) waitReconciled(ctx context.Context, o options) error {
+	deadline := time.Now().Add(o.timeout)
+	for {
+		m, err := p.scrape(ctx)
+		if err == nil && m.reconciles >= float64(o.agents) && m.queued == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.Join(fmt.Errorf("%.0f of %d agents reconciled after a restart within %s", m.reconciles, o.agents, o.timeout), err)
+		}
+		time.Sleep(200 * time.Millisecond) //nolint:forbidigo // polling another process
+	}
+}
 
 func (p *managerProc) scrape(ctx context.Context) (managerFigures, error) {
 	var m managerFigures
@@ -486,9 +545,30 @@ func (p *managerProc) scrape(ctx context.Context) (managerFigures, error) {
 			m.rss = v
 		case name == "controller_runtime_reconcile_total" && labels["controller"] == "gooseagent-stats":
 			m.statsReconciles += v
+		case name == "controller_runtime_reconcile_total" && labels["controller"] == "gooseagent":
+			m.reconciles += v
+		case name == "workqueue_depth" && labels["name"] == "gooseagent":
+			m.queued += v
 		}
 	})
 	return m, err
+}
+
+// eventsByReason counts the agents' Events by reason.
+func eventsByReason(ctx context.Context, c client.Client) (map[string]float64, error) {
+	var list eventsv1.EventList
+	if err := c.List(ctx, &list, client.InNamespace("agents")); err != nil {
+		return nil, fmt.Errorf("failed to list Events: %w", err)
+	}
+	out := map[string]float64{}
+	for _, e := range list.Items {
+		n := 1.0
+		if e.Series != nil {
+			n = float64(e.Series.Count)
+		}
+		out[e.Reason] += n
+	}
+	return out, nil
 }
 
 type cpuTimes struct{ apiserver, etcd time.Duration }
