@@ -26,7 +26,9 @@ func CacheOptions() cache.Options {
 			&corev1.Pod{}:       {Label: agentPods},
 			&corev1.Secret{}:    {Label: children},
 			&corev1.ConfigMap{}: {Label: children},
-			// Only the activator's slices of parked agents; every Service has some.
+			// The activator's slices of parked agents, and those Kubernetes'
+			// controllers write for agents' Services (they copy its labels);
+			// every Service has some.
 			&discoveryv1.EndpointSlice{}: {Label: children},
 		},
 		DefaultTransform: keepOwnManagedFields,

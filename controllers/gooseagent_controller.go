@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,6 +149,9 @@ func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		// Pods belong to the StatefulSet, not the agent: their labels name it.
 		// The cache holds only agent pods (CacheOptions).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(agentOfPod)).
+		// The slices Kubernetes' controllers write for an agent's Service
+		// carry its labels, so the cache holds them (parkedservice.go).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(agentOfControllerSlice)).
 		WithOptions(opts).
 		Named("gooseagent").
 		Complete(r)
@@ -197,9 +200,11 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.List(ctx, &pods, client.InNamespace(a.Namespace), client.MatchingLabels(render.SelectorLabels(a))); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list pods: %w", err)
 	}
-	// A pod still stopping from the park does not count as woken.
-	podReady := slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp.IsZero() && isPodReady(&p) })
-	idle, err := r.decideIdle(ctx, a, podReady)
+	reachable, err := r.reachable(ctx, a, pods.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	idle, err := r.decideIdle(ctx, a, reachable)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -255,6 +260,22 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, obs.applyErr
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// reachable reports whether the agent's Service reaches a ready pod, for
+// telling when a woken agent is awake. A pod still stopping from the park
+// does not count.
+func (r *GooseAgentReconciler) reachable(ctx context.Context, a *agentsv1alpha1.GooseAgent, pods []corev1.Pod) (bool, error) {
+	ready := map[string]bool{}
+	for i := range pods {
+		if p := &pods[i]; p.DeletionTimestamp.IsZero() && isPodReady(p) {
+			ready[p.Name] = true
+		}
+	}
+	if len(ready) == 0 || a.Spec.Idle == nil {
+		return len(ready) > 0, nil
+	}
+	return r.serviceReachesAPod(ctx, a, ready)
 }
 
 // desired resolves the inputs and renders the children. A nil result with a
@@ -435,7 +456,13 @@ func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, status
 	if obs.applyErr != nil {
 		r.Recorder.Eventf(a, nil, corev1.EventTypeWarning, agentsv1alpha1.ReasonApplyFailed, "Apply", "%s", obs.applyErr.Error())
 	}
-	old := meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionReady)
+	// The previous status as this reconciler last wrote it: the cache may
+	// not hold that write yet, and the same transition must not be told twice.
+	prev, err := r.status.Previous(a, FieldOwner)
+	if err != nil {
+		return err
+	}
+	old := meta.FindStatusCondition(prev.Conditions, agentsv1alpha1.ConditionReady)
 	cur := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionReady)
 	if cur == nil || (old != nil && old.Status == cur.Status && old.Reason == cur.Reason) {
 		return nil

@@ -54,8 +54,8 @@ type idleDecision struct {
 
 // decideIdle parks or wakes the agent. It asks the pods only when the idle
 // deadline has passed, so an awake agent costs one timer, not a poll.
-// podReady says whether a pod of the agent is ready now.
-func (r *GooseAgentReconciler) decideIdle(ctx context.Context, a *agentsv1alpha1.GooseAgent, podReady bool) (idleDecision, error) {
+// reachable says whether the agent's Service reaches a ready pod now.
+func (r *GooseAgentReconciler) decideIdle(ctx context.Context, a *agentsv1alpha1.GooseAgent, reachable bool) (idleDecision, error) {
 	spec := a.Spec.Idle
 	if spec == nil {
 		return idleDecision{}, nil
@@ -87,12 +87,12 @@ func (r *GooseAgentReconciler) decideIdle(ctx context.Context, a *agentsv1alpha1
 		st.ParkedAt = nil
 		st.WokenAt = &metav1.Time{Time: now}
 		st.LastActivityAt = st.WokenAt
-		d.reason, d.message = waking(now, podReady)
+		d.reason, d.message = waking(now, reachable)
 		return d, nil
 	}
 
 	d.reason, d.message = agentsv1alpha1.ReasonAwake, "spec.idle.after is unset: parked only by spec.idle.parked"
-	if prev != nil && prev.Reason == agentsv1alpha1.ReasonWaking && !podReady {
+	if prev != nil && prev.Reason == agentsv1alpha1.ReasonWaking && !reachable {
 		d.reason, d.message = agentsv1alpha1.ReasonWaking, prev.Message
 	}
 	if spec.After == nil {
@@ -163,11 +163,11 @@ func wakeReason(a *agentsv1alpha1.GooseAgent, prev *metav1.Condition) (string, s
 	return "", ""
 }
 
-func waking(now time.Time, podReady bool) (string, string) {
-	if podReady {
+func waking(now time.Time, reachable bool) (string, string) {
+	if reachable {
 		return agentsv1alpha1.ReasonAwake, "woken at " + now.UTC().Format(time.RFC3339)
 	}
-	return agentsv1alpha1.ReasonWaking, "woken at " + now.UTC().Format(time.RFC3339) + ": waiting for a pod to be ready"
+	return agentsv1alpha1.ReasonWaking, "woken at " + now.UTC().Format(time.RFC3339) + ": waiting for the Service to reach a ready pod"
 }
 
 // WakeRequestedAt reads the wake request annotation; false when it is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,7 +19,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers"
@@ -249,7 +252,8 @@ func TestIdleParksAndWakes(t *testing.T) {
 	}
 	fake.set(0, time.Now())
 	sts = waitSTS(t, ns, name)
-	readyPod(t, ns, name+"-0", sts.Spec.Template.Labels, "127.0.0.1", true)
+	pod = readyPod(t, ns, name+"-0", sts.Spec.Template.Labels, "127.0.0.1", true)
+	serveFromPod(t, ns, name, pod)
 	poll.UntilNil(t, "Parked=False/Awake", func() error {
 		return conditionIs(ns, name, agentsv1alpha1.ConditionParked, metav1.ConditionFalse, agentsv1alpha1.ReasonAwake)
 	})
@@ -321,14 +325,14 @@ func TestParkedServicePointsAtTheActivator(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// What Kubernetes' controllers write for an awake agent's Service (envtest runs none).
+	// What Kubernetes' controllers write for an awake agent's Service
+	// (envtest runs none): each copies the Service's labels.
 	stale := []client.Object{
-		&corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, //nolint:staticcheck // what the endpoints controller writes
-			Labels: map[string]string{"endpoints.kubernetes.io/managed-by": "endpoint-controller"}}},
-		serviceSlice(ns, name, name+"-x7k2p", "endpointslice-controller.k8s.io"),
-		serviceSlice(ns, name, name+"-mirror", "endpointslicemirroring-controller.k8s.io"),
+		controllerEndpoints(svc),
+		serviceSlice(svc, name+"-x7k2p", "endpointslice-controller.k8s.io"),
+		serviceSlice(svc, name+"-mirror", "endpointslicemirroring-controller.k8s.io"),
 	}
-	someoneElses := serviceSlice(ns, name, name+"-manual", "someone-else")
+	someoneElses := serviceSlice(svc, name+"-manual", "someone-else")
 	for _, o := range append(stale, someoneElses) {
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -380,7 +384,17 @@ func TestParkedServicePointsAtTheActivator(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sts); err != nil {
 		t.Fatal(err)
 	}
-	readyPod(t, ns, name+"-0", sts.Spec.Template.Labels, "127.0.0.1", true)
+	pod := readyPod(t, ns, name+"-0", sts.Spec.Template.Labels, "127.0.0.1", true)
+	// Until the Service's own slice lists the ready pod, kube-proxy has
+	// only the activator to send to: its slice stays.
+	syncWith(t, ns, name, "a pod is ready, the Service does not reach it yet")
+	if err := activatorSliceHolds(ns, name, "192.0.2.5", "192.0.2.6"); err != nil {
+		t.Fatalf("the activator slice went before the Service reached the pod: %v", err)
+	}
+	if err := conditionIs(ns, name, agentsv1alpha1.ConditionParked, metav1.ConditionFalse, agentsv1alpha1.ReasonWaking); err != nil {
+		t.Fatal(err)
+	}
+	serveFromPod(t, ns, name, pod)
 	poll.UntilNil(t, "the activator slice to be deleted", func() error {
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-activator"}, &discoveryv1.EndpointSlice{})
 		switch {
@@ -393,13 +407,41 @@ func TestParkedServicePointsAtTheActivator(t *testing.T) {
 	})
 }
 
-func serviceSlice(ns, service, name, managedBy string) *discoveryv1.EndpointSlice {
+// serviceSlice is a slice for svc as Kubernetes' EndpointSlice controllers
+// write one: the Service's labels, its name and the writer's.
+func serviceSlice(svc *corev1.Service, name, managedBy string) *discoveryv1.EndpointSlice {
+	l := maps.Clone(svc.Labels)
+	l[discoveryv1.LabelServiceName], l[discoveryv1.LabelManagedBy] = svc.Name, managedBy
 	return &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{
-			discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: managedBy}},
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: svc.Namespace, Labels: l},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.9"}}},
 	}
+}
+
+// serveFromPod plays the EndpointSlice controller once pod is ready: the
+// agent's Service gets a slice that lists pod, ready (at a documentation
+// address: the pods here have a loopback IP, which slices refuse).
+func serveFromPod(t *testing.T, ns, name string, pod *corev1.Pod) {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		t.Fatal(err)
+	}
+	s := serviceSlice(svc, name+"-p0d5", "endpointslice-controller.k8s.io")
+	s.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.10"}, Conditions: discoveryv1.EndpointConditions{Ready: new(true)},
+		TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod.Name}}}
+	if err := env.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// controllerEndpoints is svc's Endpoints as the endpoints controller writes
+// it: the Service's labels and the controller's.
+func controllerEndpoints(svc *corev1.Service) *corev1.Endpoints { //nolint:staticcheck // what the endpoints controller writes
+	l := maps.Clone(svc.Labels)
+	l["endpoints.kubernetes.io/managed-by"] = "endpoint-controller"
+	return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: l}} //nolint:staticcheck // as above
 }
 
 // activatorSliceHolds is nil when the agent's activator slice lists exactly
@@ -425,4 +467,51 @@ func activatorSliceHolds(ns, name string, ips ...string) error {
 		return fmt.Errorf("slice ports %+v labels %v", s.Ports, s.Labels)
 	}
 	return nil
+}
+
+// TestParkedEventOncePerPark: a reconcile that reads the agent from a cache
+// that has not seen the status the last one wrote does not tell the same
+// park again. Here every read of the agent returns the copy from before its
+// first status write, as a lagging cache would.
+func TestParkedEventOncePerPark(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, "parkevent")
+	var mu sync.Mutex
+	first := map[client.ObjectKey]*agentsv1alpha1.GooseAgent{}
+	stale := func(c client.WithWatch) client.WithWatch {
+		return interceptor.NewClient(c, interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+				if err := c.Get(ctx, key, o, opts...); err != nil {
+					return err
+				}
+				a, ok := o.(*agentsv1alpha1.GooseAgent)
+				if !ok {
+					return nil
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if f, seen := first[key]; seen {
+					f.DeepCopyInto(a)
+				} else if len(a.Status.Conditions) == 0 {
+					first[key] = a.DeepCopy()
+				}
+				return nil
+			},
+		})
+	}
+	h := startManager(t, harnessOpts{generate: fixtures.GenerateFixed, namespace: ns, wrap: stale})
+	c := loadCase(t, "minimal")
+	c.Agent.Spec.Idle = &agentsv1alpha1.IdleSpec{Parked: true}
+	createCase(t, c, ns)
+	poll.UntilNil(t, "Parked=True/ParkRequested", func() error {
+		return conditionIs(ns, c.Agent.Name, agentsv1alpha1.ConditionParked, metav1.ConditionTrue, agentsv1alpha1.ReasonParkRequested)
+	})
+	for range 3 {
+		if _, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(c.Agent)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := h.events.count(agentsv1alpha1.ReasonParked); n != 1 {
+		t.Fatalf("%d Parked Events for one park, want 1", n)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers/render"
@@ -32,10 +33,29 @@ const (
 
 // removeStaleEndpoints deletes, for a parked agent's Service, the slices of
 // the EndpointSlice and mirroring controllers and the endpoints controller's
-// Endpoints, and nothing anybody else wrote. They are read from the API
-// server: the cache holds only the operator's own slices. It returns how
-// many it deleted.
+// Endpoints, and nothing anybody else wrote. It returns how many it deleted.
+//
+// The cache tells whether there is anything to do: those controllers copy
+// the Service's labels onto what they write, so their slices are in the
+// cache's view of the operator's children, and the slice watch wakes the
+// agent when one appears. Only then is the API server asked for the
+// Endpoints, which the cache does not hold: a parked agent with nothing
+// stale costs no request.
 func (r *GooseAgentReconciler) removeStaleEndpoints(ctx context.Context, a *agentsv1alpha1.GooseAgent) (int, error) {
+	var slices discoveryv1.EndpointSliceList
+	if err := r.Client.List(ctx, &slices, client.InNamespace(a.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: render.ServiceName(a)}); err != nil {
+		return 0, fmt.Errorf("failed to list the Service's EndpointSlices: %w", err)
+	}
+	stale := slices.Items[:0]
+	for _, s := range slices.Items {
+		if isControllerSlice(&s) {
+			stale = append(stale, s)
+		}
+	}
+	if len(stale) == 0 {
+		return 0, nil
+	}
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client
@@ -55,20 +75,52 @@ func (r *GooseAgentReconciler) removeStaleEndpoints(ctx context.Context, a *agen
 		}
 		n++
 	}
-	var slices discoveryv1.EndpointSliceList
-	if err := reader.List(ctx, &slices, client.InNamespace(a.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: render.ServiceName(a)}); err != nil {
-		return n, fmt.Errorf("failed to list the Service's EndpointSlices: %w", err)
-	}
-	for i := range slices.Items {
-		s := &slices.Items[i]
-		if m := s.Labels[discoveryv1.LabelManagedBy]; m != sliceController && m != sliceMirroringController {
-			continue
-		}
+	for i := range stale {
+		s := &stale[i]
 		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return n, fmt.Errorf("failed to delete EndpointSlice %s: %w", s.Name, err)
 		}
 		n++
 	}
 	return n, nil
+}
+
+// isControllerSlice reports whether Kubernetes' EndpointSlice or mirroring
+// controller wrote s.
+func isControllerSlice(s *discoveryv1.EndpointSlice) bool {
+	m := s.Labels[discoveryv1.LabelManagedBy]
+	return m == sliceController || m == sliceMirroringController
+}
+
+// agentOfControllerSlice maps a slice that Kubernetes' controllers wrote for
+// an agent's Service (it carries the Service's labels) to the agent, so a
+// parked agent removes it as soon as it appears.
+func agentOfControllerSlice(_ context.Context, o client.Object) []reconcile.Request {
+	s, ok := o.(*discoveryv1.EndpointSlice)
+	if !ok || !isControllerSlice(s) || s.Labels[render.LabelName] != render.AppName || s.Labels[render.LabelInstance] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: s.Namespace, Name: s.Labels[render.LabelInstance]}}}
+}
+
+// serviceReachesAPod reports whether a slice the EndpointSlice controller
+// wrote for the agent's Service lists one of the ready pods as ready: from
+// then on kube-proxy sends the Service's traffic to that pod. A woken agent
+// keeps the activator's slice until then, so no request meets a Service
+// with no endpoint between the two.
+func (r *GooseAgentReconciler) serviceReachesAPod(ctx context.Context, a *agentsv1alpha1.GooseAgent, ready map[string]bool) (bool, error) {
+	var slices discoveryv1.EndpointSliceList
+	if err := r.Client.List(ctx, &slices, client.InNamespace(a.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: render.ServiceName(a), discoveryv1.LabelManagedBy: sliceController}); err != nil {
+		return false, fmt.Errorf("failed to list the Service's EndpointSlices: %w", err)
+	}
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			// An unset ready condition means ready (discovery/v1).
+			if (e.Conditions.Ready == nil || *e.Conditions.Ready) && e.TargetRef != nil && e.TargetRef.Kind == "Pod" && ready[e.TargetRef.Name] {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }

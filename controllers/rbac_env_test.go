@@ -109,19 +109,27 @@ func TestManagerRunsWithTheGeneratedRole(t *testing.T) {
 	})
 	poll.UntilNil(t, "review binding again", func() error { return env.Client.Get(ctx, crbKey, &rbacv1.ClusterRoleBinding{}) })
 
-	// Parking deletes what the endpoints controller left for the Service.
-	stale := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: render.ServiceName(c.Agent), Namespace: ns, //nolint:staticcheck // what the endpoints controller writes
-		Labels: map[string]string{"endpoints.kubernetes.io/managed-by": "endpoint-controller"}}}
-	if err := env.Client.Create(ctx, stale); err != nil {
+	// Parking deletes what the endpoints controllers left for the Service
+	// (the generated role must allow reading and deleting both).
+	svc := &corev1.Service{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.ServiceName(c.Agent)}, svc); err != nil {
 		t.Fatal(err)
+	}
+	stale := []client.Object{controllerEndpoints(svc), serviceSlice(svc, svc.Name+"-x7k2p", "endpointslice-controller.k8s.io")}
+	for _, o := range stale {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	updateAgent(t, ns, name, func(a *agentsv1alpha1.GooseAgent) { a.Spec.Idle = &agentsv1alpha1.IdleSpec{Parked: true} })
 	poll.UntilNil(t, "parked, the stale Endpoints deleted", func() error {
 		if err := conditionIs(ns, name, agentsv1alpha1.ConditionParked, metav1.ConditionTrue, agentsv1alpha1.ReasonParkRequested); err != nil {
 			return err
 		}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(stale), stale); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the endpoints controller's Endpoints is still there (err %v)", err)
+		for _, o := range stale {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the %T the endpoints controllers wrote is still there (err %v)", o, err)
+			}
 		}
 		return nil
 	})

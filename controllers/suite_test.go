@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,12 +120,27 @@ func (w *writeCounter) wrap(c client.WithWatch) client.WithWatch {
 // lets a test check what the reconciler did without waiting on that.
 type eventCounter struct {
 	events.EventRecorder
-	n atomic.Int64
+	n        atomic.Int64
+	mu       sync.Mutex
+	byReason map[string]int
 }
 
 func (c *eventCounter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	c.n.Add(1)
+	c.mu.Lock()
+	if c.byReason == nil {
+		c.byReason = map[string]int{}
+	}
+	c.byReason[reason]++
+	c.mu.Unlock()
 	c.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+// count is how many Events of reason were recorded.
+func (c *eventCounter) count(reason string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byReason[reason]
 }
 
 // harness is one running manager with the GooseAgent controller.

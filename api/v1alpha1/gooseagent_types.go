@@ -968,7 +968,7 @@ const (
 	// Parking (the Parked condition; Ready is False with ReasonParked).
 	ReasonIdle          = "Idle"          // parked: no turn for spec.idle.after
 	ReasonParkRequested = "ParkRequested" // parked: spec.idle.parked
-	ReasonWaking        = "Waking"        // woken, no pod ready yet
+	ReasonWaking        = "Waking"        // woken, the Service reaches no ready pod yet
 	ReasonAwake         = "Awake"         // not parked, a pod ready or none asked for
 	ReasonParked        = "Parked"
 	// Pod problems: the message names the pod, the container and the

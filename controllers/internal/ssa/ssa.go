@@ -112,6 +112,16 @@ func (s *Status) Apply(ctx context.Context, c client.Client, a *agentsv1alpha1.G
 	return true, nil
 }
 
+// Previous is the status fieldOwner last applied to a, as far as this
+// process knows: its own last write while the cache has not caught up with
+// it, else what a holds. A reconciler compares with it to tell a transition
+// (for an Event) from the same transition read twice from a stale cache.
+func (s *Status) Previous(a *agentsv1alpha1.GooseAgent, fieldOwner string) (agentsv1alpha1.GooseAgentStatus, error) {
+	key := statusKey{agent: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, fieldOwner: fieldOwner}
+	st, _, err := s.lastApplied(key, a, fieldOwner)
+	return st, err
+}
+
 // lastApplied is the status fieldOwner last applied to a: the one
 // remembered while a is older than that write (remembered is true), else
 // the one a holds.

@@ -189,6 +189,10 @@ func TestApplyStatusBeforeTheCacheCatchesUp(t *testing.T) {
 	apply("the same status from the stale copy", stale, mainStatus(0), false)
 	apply("a new status from the stale copy", stale, mainStatus(1), true)
 	apply("it again from the stale copy", stale, mainStatus(1), false)
+	// What the owner last wrote, not what the stale copy shows.
+	if prev, err := s.Previous(stale, mainOwner); err != nil || prev.ReadyReplicas != 1 || len(prev.Conditions) == 0 {
+		t.Fatalf("previous status from the stale copy = %+v (%v), want the last write (readyReplicas 1)", prev, err)
+	}
 
 	// A copy that shows a status, read before the next write: a reconcile
 	// that wants that status back must write it, though its copy shows it.
