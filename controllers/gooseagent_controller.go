@@ -194,6 +194,7 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if !a.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // children go with it through owner references
 	}
+	r.catchUp(a)
 
 	// The cache holds only agent pods (CacheOptions).
 	var pods corev1.PodList
@@ -260,6 +261,22 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, obs.applyErr
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// catchUp puts this reconciler's last status write into a when the cache
+// does not hold it yet, so the reconcile decides from it: the time it
+// parked, when a condition changed, whether a transition was already told
+// by an Event.
+func (r *GooseAgentReconciler) catchUp(a *agentsv1alpha1.GooseAgent) {
+	last, ok := r.status.Remembered(a, FieldOwner)
+	if !ok {
+		return
+	}
+	a.Status.Idle = last.Idle
+	for _, c := range last.Conditions {
+		meta.RemoveStatusCondition(&a.Status.Conditions, c.Type)
+		a.Status.Conditions = append(a.Status.Conditions, c)
+	}
 }
 
 // reachable reports whether the agent's Service reaches a ready pod, for
@@ -456,13 +473,7 @@ func (r *GooseAgentReconciler) recordEvents(a *agentsv1alpha1.GooseAgent, status
 	if obs.applyErr != nil {
 		r.Recorder.Eventf(a, nil, corev1.EventTypeWarning, agentsv1alpha1.ReasonApplyFailed, "Apply", "%s", obs.applyErr.Error())
 	}
-	// The previous status as this reconciler last wrote it: the cache may
-	// not hold that write yet, and the same transition must not be told twice.
-	prev, err := r.status.Previous(a, FieldOwner)
-	if err != nil {
-		return err
-	}
-	old := meta.FindStatusCondition(prev.Conditions, agentsv1alpha1.ConditionReady)
+	old := meta.FindStatusCondition(a.Status.Conditions, agentsv1alpha1.ConditionReady)
 	cur := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionReady)
 	if cur == nil || (old != nil && old.Status == cur.Status && old.Reason == cur.Reason) {
 		return nil

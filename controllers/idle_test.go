@@ -471,7 +471,7 @@ func activatorSliceHolds(ns, name string, ips ...string) error {
 
 // TestParkedEventOncePerPark: a reconcile that reads the agent from a cache
 // that has not seen the status the last one wrote does not tell the same
-// park again. Here every read of the agent returns the copy from before its
+// park again, nor write the status again with a later parkedAt. Here every read of the agent returns the copy from before its
 // first status write, as a lagging cache would.
 func TestParkedEventOncePerPark(t *testing.T) {
 	needEnv(t)
@@ -506,10 +506,25 @@ func TestParkedEventOncePerPark(t *testing.T) {
 	poll.UntilNil(t, "Parked=True/ParkRequested", func() error {
 		return conditionIs(ns, c.Agent.Name, agentsv1alpha1.ConditionParked, metav1.ConditionTrue, agentsv1alpha1.ReasonParkRequested)
 	})
+	poll.UntilNil(t, "a reconcile that writes nothing", func() error {
+		before := h.writes.Load()
+		if _, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(c.Agent)}); err != nil {
+			t.Fatal(err)
+		}
+		if n := h.writes.Load() - before; n != 0 {
+			return fmt.Errorf("%d writes", n)
+		}
+		return nil
+	})
+	before := h.writes.Load()
 	for range 3 {
 		if _, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(c.Agent)}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Nor does it write the status again with a new parkedAt.
+	if n := h.writes.Load() - before; n != 0 {
+		t.Fatalf("%d writes from reconciles that read the stale copy, want 0", n)
 	}
 	if n := h.events.count(agentsv1alpha1.ReasonParked); n != 1 {
 		t.Fatalf("%d Parked Events for one park, want 1", n)

@@ -112,14 +112,22 @@ func (s *Status) Apply(ctx context.Context, c client.Client, a *agentsv1alpha1.G
 	return true, nil
 }
 
-// Previous is the status fieldOwner last applied to a, as far as this
-// process knows: its own last write while the cache has not caught up with
-// it, else what a holds. A reconciler compares with it to tell a transition
-// (for an Event) from the same transition read twice from a stale cache.
-func (s *Status) Previous(a *agentsv1alpha1.GooseAgent, fieldOwner string) (agentsv1alpha1.GooseAgentStatus, error) {
+// Remembered is the status fieldOwner last applied to a when the copy a is
+// older than that write (ok is true); ok is false when a is as new as this
+// owner's last write, or newer. A reconciler that decides from its previous
+// status (a transition time, an Event) overlays it on a stale copy.
+func (s *Status) Remembered(a *agentsv1alpha1.GooseAgent, fieldOwner string) (agentsv1alpha1.GooseAgentStatus, bool) {
 	key := statusKey{agent: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, fieldOwner: fieldOwner}
-	st, _, err := s.lastApplied(key, a, fieldOwner)
-	return st, err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.last[key]
+	if !ok {
+		return agentsv1alpha1.GooseAgentStatus{}, false
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(a.ResourceVersion, w.resourceVersion); err != nil || cmp >= 0 {
+		return agentsv1alpha1.GooseAgentStatus{}, false
+	}
+	return *w.status.DeepCopy(), true
 }
 
 // lastApplied is the status fieldOwner last applied to a: the one

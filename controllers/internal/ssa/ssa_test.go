@@ -190,8 +190,8 @@ func TestApplyStatusBeforeTheCacheCatchesUp(t *testing.T) {
 	apply("a new status from the stale copy", stale, mainStatus(1), true)
 	apply("it again from the stale copy", stale, mainStatus(1), false)
 	// What the owner last wrote, not what the stale copy shows.
-	if prev, err := s.Previous(stale, mainOwner); err != nil || prev.ReadyReplicas != 1 || len(prev.Conditions) == 0 {
-		t.Fatalf("previous status from the stale copy = %+v (%v), want the last write (readyReplicas 1)", prev, err)
+	if prev, ok := s.Remembered(stale, mainOwner); !ok || prev.ReadyReplicas != 1 || len(prev.Conditions) == 0 {
+		t.Fatalf("remembered status for the stale copy = %+v (%v), want the last write (readyReplicas 1)", prev, ok)
 	}
 
 	// A copy that shows a status, read before the next write: a reconcile
@@ -217,6 +217,9 @@ func TestApplyStatusBeforeTheCacheCatchesUp(t *testing.T) {
 		t.Fatalf("the hand edit stayed: readyReplicas %d", got.Status.ReadyReplicas)
 	}
 	apply("caught up", get(t, a), mainStatus(1), false)
+	if prev, ok := s.Remembered(get(t, a), mainOwner); ok {
+		t.Fatalf("remembered status %+v for a current copy, want none", prev)
+	}
 }
 
 // TestConditionsPicksTypesInOrder: only the given types, in the given order.
