@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,10 +98,14 @@ func run() error {
 }
 
 type figures struct {
-	run               string
-	converge          time.Duration
+	run      string
+	converge time.Duration
+	// cold counts the requests from the start until every agent has a
+	// status (bare) or the manager has settled.
 	cold, noop, sweep requests
-	resync            time.Duration
+	// settle is when the manager had no work left after a cold start.
+	settle time.Duration
+	resync time.Duration
 	// events counts the Events recorded by convergence, by reason (a
 	// series counts each occurrence).
 	events             map[string]float64
@@ -114,14 +119,14 @@ func printTables(out io.Writer, rows []figures, o options) error {
 	n := float64(o.agents)
 	fmt.Fprintf(out, "%d agents, %d%% of them parked by hand (spec.idle.parked)\n", o.agents, o.parked)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "run\tagents\tcold converge\twrites/agent\treads/agent\twatches\tno-op resync\tno-op writes/agent\tno-op reads/agent\tstats reconciles/interval\trequests/interval\tmanager RSS MiB\tKiB/agent\tapiserver CPU s\tetcd CPU s\n")
+	fmt.Fprintf(w, "run\tagents\tcold converge\tsettled\twrites/agent\treads/agent\twatches\tno-op resync\tno-op writes/agent\tno-op reads/agent\tstats reconciles/interval\trequests/interval\tmanager RSS MiB\tKiB/agent\tapiserver CPU s\tetcd CPU s\n")
 	for _, f := range rows {
 		if f.run == "bare" {
-			fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%.2f\t%.0f\t–\t–\t–\t–\t–\t–\t–\t%.1f\t%.1f\n", f.run, o.agents, f.converge.Round(100*time.Millisecond),
+			fmt.Fprintf(w, "%s\t%d\t%s\t–\t%.2f\t%.2f\t%.0f\t–\t–\t–\t–\t–\t–\t–\t%.1f\t%.1f\n", f.run, o.agents, f.converge.Round(100*time.Millisecond),
 				f.cold.writes()/n, f.cold.reads()/n, f.watches, f.apiserverCPU.Seconds(), f.etcd.Seconds())
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\n", f.run, o.agents, f.converge.Round(100*time.Millisecond),
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%.2f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\n", f.run, o.agents, f.converge.Round(100*time.Millisecond), f.settle.Round(100*time.Millisecond),
 			f.cold.writes()/n, f.cold.reads()/n, f.watches, f.resync.Round(100*time.Millisecond), f.noop.writes()/n, f.noop.reads()/n,
 			f.statsReconciles, f.sweep.writes()+f.sweep.reads(), f.rss/(1<<20), f.rss/1024/n, f.apiserverCPU.Seconds(), f.etcd.Seconds())
 	}
@@ -133,7 +138,11 @@ func printTables(out io.Writer, rows []figures, o options) error {
 		return err
 	}
 	fmt.Fprintln(out, "\nrequests per agent at cold start, by verb and resource (the apiserver's apiserver_request_total):")
-	return perAgentTable(out, rows, n, func(f figures) map[string]float64 { return f.cold })
+	if err := perAgentTable(out, rows, n, func(f figures) map[string]float64 { return f.cold }); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\nrequests per agent in the no-op resync (the manager restarted), by verb and resource:")
+	return perAgentTable(out, rows, n, func(f figures) map[string]float64 { return f.noop })
 }
 
 // perAgentTable prints, for every key of any row's counts, each row's count
@@ -157,6 +166,10 @@ func perAgentTable(out io.Writer, rows []figures, n float64, counts func(figures
 	}
 	fmt.Fprintln(w)
 	for _, k := range sorted {
+		// Rows that round to 0.00 everywhere say nothing.
+		if !slices.ContainsFunc(rows, func(f figures) bool { return counts(f)[k]/n >= 0.005 }) {
+			continue
+		}
 		fmt.Fprint(w, k)
 		for _, f := range rows {
 			fmt.Fprintf(w, "\t%.2f", counts(f)[k]/n)
@@ -250,8 +263,20 @@ func measure(ctx context.Context, runName string, o options) (figures, error) {
 	if mgr == nil {
 		return f, nil
 	}
+	// Settled: the manager has nothing left to do (the work that follows
+	// the first status writes, owned objects' events, included), so that
+	// the restart below finds no work left from the cold start.
+	if err := mgr.waitReconciled(ctx, o); err != nil {
+		return f, err
+	}
+	f.settle = time.Since(start)
+	settled, _, err := api.requests(ctx)
+	if err != nil {
+		return f, err
+	}
+	f.cold = settled.minus(before)
 	// A restarted manager reconciles every agent with nothing to change.
-	fmt.Fprintf(os.Stderr, "  converged in %s; restarting the manager for a no-op resync\n", f.converge.Round(time.Second))
+	fmt.Fprintf(os.Stderr, "  converged in %s, settled in %s; restarting the manager for a no-op resync\n", f.converge.Round(time.Second), f.settle.Round(time.Second))
 	mgr.stop()
 	start = time.Now()
 	if mgr, err = startManager(ctx, runName, env.Kubeconfig, o); err != nil {
@@ -266,7 +291,7 @@ func measure(ctx context.Context, runName string, o options) (figures, error) {
 	if err != nil {
 		return f, err
 	}
-	f.noop = resynced.minus(after)
+	f.noop = resynced.minus(settled)
 	fmt.Fprintf(os.Stderr, "  resynced in %s; watching one stats interval (%s)\n", f.resync.Round(time.Second), o.statsInterval)
 	m0, err := mgr.scrape(ctx)
 	if err != nil {
