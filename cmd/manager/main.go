@@ -24,10 +24,10 @@ import (
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
 	"github.com/adk2goose/goose-operator/controllers"
+	activatorsrv "github.com/adk2goose/goose-operator/controllers/activator"
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
-	activatorsrv "github.com/adk2goose/goose-operator/controllers/activator"
 )
 
 // DefaultGooseImage is the official goose image, pinned: the ACP transport
@@ -50,6 +50,7 @@ const DefaultSidecarImage = "ghcr.io/adk2goose/adk2goose:dev"
 type options struct {
 	gooseImage, sidecarImage    string
 	metricsAddr, probeAddr      string
+	pprofAddr                   string
 	secureMetrics, enableHTTP2  bool
 	leaderElect                 bool
 	leaderElectionID            string
@@ -76,6 +77,7 @@ func parse(args []string, out io.Writer) (*options, error) {
 	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS with Kubernetes authentication and authorization")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "allow HTTP/2 on the metrics server (off: HTTP/2 rapid-reset mitigations)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof endpoints, unauthenticated: bind it to localhost and port-forward; 0 disables it")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one manager replica reconciles")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "goose-operator.agents.adk2goose.dev", "name of the leader election Lease")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the manager's namespace)")
@@ -159,6 +161,7 @@ func run(ctx context.Context, args []string) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNamespace,

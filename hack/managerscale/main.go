@@ -69,6 +69,7 @@ type options struct {
 	agents        int
 	timeout       time.Duration
 	statsInterval time.Duration
+	heapProfiles  string
 	parked        int
 }
 
@@ -79,6 +80,7 @@ func run() error {
 	flag.IntVar(&o.agents, "agents", 1000, "GooseAgents to converge")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "time allowed for one run to converge")
 	flag.DurationVar(&o.statsInterval, "stats-interval", 30*time.Second, "the managers' --stats-interval, and the no-op window")
+	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "a directory to save each manager's heap profile in at the end of its run (go tool pprof reads it)")
 	flag.IntVar(&o.parked, "parked-percent", 90, "the share of agents parked by hand (spec.idle.parked), as on a platform where most agents are idle")
 	flag.Parse()
 	o.runs = strings.Split(runs, ",")
@@ -308,6 +310,9 @@ func measure(ctx context.Context, runName string, o options) (figures, error) {
 		return f, err
 	}
 	f.rss, f.statsReconciles = m1.rss, m1.statsReconciles-m0.statsReconciles
+	if o.heapProfiles != "" {
+		return f, mgr.saveHeapProfile(ctx, o.heapProfiles, runName)
+	}
 	return f, nil
 }
 
@@ -514,8 +519,33 @@ func scrapeURL(ctx context.Context, hc *http.Client, url string, fn func(name st
 }
 
 type managerProc struct {
-	cmd *exec.Cmd
-	url string
+	cmd       *exec.Cmd
+	url       string
+	pprofAddr string
+}
+
+// saveHeapProfile writes the manager's heap profile into dir.
+func (p *managerProc) saveHeapProfile(ctx context.Context, dir, run string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprofAddr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("failed to get the heap profile: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	path := filepath.Join(dir, strings.ReplaceAll(filepath.Base(run), ".", "_")+".heap")
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("failed to create %s: %w", path, err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("failed to write %s: %w", path, err)
+	}
+	fmt.Fprintf(os.Stderr, "  heap profile: %s\n", path)
+	return f.Close()
 }
 
 func startManager(ctx context.Context, bin, kubeconfig string, o options) (*managerProc, error) {
@@ -525,13 +555,22 @@ func startManager(ctx context.Context, bin, kubeconfig string, o options) (*mana
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
+	l, err = (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("failed to find a free port: %w", err)
+	}
+	pprofAddr := l.Addr().String()
+	_ = l.Close()
 	cmd := exec.CommandContext(ctx, bin, "--metrics-bind-address="+addr, "--metrics-secure=false",
 		"--health-probe-bind-address=0", "--stats-interval="+o.statsInterval.String())
+	if o.heapProfiles != "" {
+		cmd.Args = append(cmd.Args, "--pprof-bind-address="+pprofAddr)
+	}
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start %s: %w", bin, err)
 	}
-	return &managerProc{cmd: cmd, url: "http://" + addr + "/metrics"}, nil
+	return &managerProc{cmd: cmd, url: "http://" + addr + "/metrics", pprofAddr: pprofAddr}, nil
 }
 
 func (p *managerProc) stop() {
