@@ -16,6 +16,7 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/dustin/go-humanize"
 
+	"github.com/adk2goose/goose-operator/internal/memorylimit"
 	"github.com/adk2goose/goose-operator/internal/prestop"
 	"github.com/adk2goose/goose-operator/internal/secretfile"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
@@ -245,26 +246,6 @@ func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("unknown log format %q", o.logFormat)
 }
 
-// memoryLimitRatio is the share of the container's memory limit the Go
-// heap is kept under; the rest is for stacks and what the runtime does not
-// count. memoryLimitRefresh is how often the limit is read again: a pod's
-// resources can be resized in place.
-const (
-	memoryLimitRatio   = 0.9
-	memoryLimitRefresh = time.Minute
-)
-
-// setMemoryLimit gives the Go runtime the memory limit from (the
-// container's): near it the GC works harder rather than letting a burst's
-// garbage take the pod over its limit, where an OOM kill would end every
-// session's turn at once. A GOMEMLIMIT in the environment wins, and
-// AUTOMEMLIMIT=off turns this off. The limit is read again every
-// memoryLimitRefresh until ctx ends. It returns the limit now in force.
-func setMemoryLimit(ctx context.Context, log *slog.Logger, from memlimit.Provider) (int64, error) {
-	return memlimit.Set(memlimit.WithProvider(from), memlimit.WithRatio(memoryLimitRatio),
-		memlimit.WithLogger(log), memlimit.WithRefreshInterval(ctx, memoryLimitRefresh))
-}
-
 // run is the whole program; main only wires signals. It returns after a
 // graceful drain once ctx is done.
 func run(ctx context.Context, args []string, getenv func(string) string) error {
@@ -282,7 +263,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, log
 	}
 	ctx, stopRefresh := context.WithCancel(ctx) // ends the memory limit's refresh with the run
 	defer stopRefresh()
-	if _, err := setMemoryLimit(ctx, log, memlimit.FromCgroup); err != nil {
+	if _, err := memorylimit.Set(ctx, log, memlimit.FromCgroup); err != nil {
 		log.Warn("failed to give the Go runtime the container's memory limit; its GC does not know it", "error", err)
 	}
 	secret := o.gooseSecretEnv

@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/adk2goose/goose-operator/controllers"
+	activatorsrv "github.com/adk2goose/goose-operator/controllers/activator"
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
-	activatorsrv "github.com/adk2goose/goose-operator/controllers/activator"
 )
 
 // addActivator runs the activator in this replica when

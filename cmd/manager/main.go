@@ -9,9 +9,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -28,6 +31,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/references"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
+	"github.com/adk2goose/goose-operator/internal/memorylimit"
 )
 
 // DefaultGooseImage is the official goose image, pinned: the ACP transport
@@ -140,6 +144,11 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	// The manager's cache grows with the agents; near the container's limit
+	// the GC works harder instead of the pod being OOM-killed.
+	if _, err := memorylimit.Set(ctx, slog.New(logr.ToSlogHandler(ctrl.Log.WithName("memory-limit"))), memlimit.FromCgroup); err != nil {
+		ctrl.Log.Info("failed to give the Go runtime the container's memory limit; its GC does not know it", "error", err.Error())
+	}
 	scheme, err := newScheme()
 	if err != nil {
 		return err
