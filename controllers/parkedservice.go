@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -42,19 +43,9 @@ const (
 // Endpoints, which the cache does not hold: a parked agent with nothing
 // stale costs no request.
 func (r *GooseAgentReconciler) removeStaleEndpoints(ctx context.Context, a *agentsv1alpha1.GooseAgent) (int, error) {
-	var slices discoveryv1.EndpointSliceList
-	if err := r.Client.List(ctx, &slices, client.InNamespace(a.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: render.ServiceName(a)}); err != nil {
-		return 0, fmt.Errorf("failed to list the Service's EndpointSlices: %w", err)
-	}
-	stale := slices.Items[:0]
-	for _, s := range slices.Items {
-		if isControllerSlice(&s) {
-			stale = append(stale, s)
-		}
-	}
-	if len(stale) == 0 {
-		return 0, nil
+	stale, err := r.controllerSlices(ctx, a)
+	if err != nil || len(stale) == 0 {
+		return 0, err
 	}
 	reader := r.APIReader
 	if reader == nil {
@@ -64,7 +55,7 @@ func (r *GooseAgentReconciler) removeStaleEndpoints(ctx context.Context, a *agen
 	// write its slice again after the slices below are gone.
 	n := 0
 	ep := &corev1.Endpoints{} //nolint:staticcheck // the endpoints controller still writes them in v1.37, and kube-proxy sees them mirrored
-	err := reader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: render.ServiceName(a)}, ep)
+	err = reader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: render.ServiceName(a)}, ep)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -85,6 +76,17 @@ func (r *GooseAgentReconciler) removeStaleEndpoints(ctx context.Context, a *agen
 	return n, nil
 }
 
+// controllerSlices are the slices Kubernetes' EndpointSlice and mirroring
+// controllers wrote for the agent's Service, from the cache.
+func (r *GooseAgentReconciler) controllerSlices(ctx context.Context, a *agentsv1alpha1.GooseAgent) ([]discoveryv1.EndpointSlice, error) {
+	var list discoveryv1.EndpointSliceList
+	if err := r.Client.List(ctx, &list, client.InNamespace(a.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: render.ServiceName(a)}); err != nil {
+		return nil, fmt.Errorf("failed to list the Service's EndpointSlices: %w", err)
+	}
+	return slices.DeleteFunc(list.Items, func(s discoveryv1.EndpointSlice) bool { return !isControllerSlice(&s) }), nil
+}
+
 // isControllerSlice reports whether Kubernetes' EndpointSlice or mirroring
 // controller wrote s.
 func isControllerSlice(s *discoveryv1.EndpointSlice) bool {
@@ -103,18 +105,17 @@ func agentOfControllerSlice(_ context.Context, o client.Object) []reconcile.Requ
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: s.Namespace, Name: s.Labels[render.LabelInstance]}}}
 }
 
-// serviceReachesAPod reports whether a slice the EndpointSlice controller
-// wrote for the agent's Service lists one of the ready pods as ready: from
+// serviceReachesAPod reports whether a slice Kubernetes wrote for the
+// agent's Service lists one of the ready pods as ready: from
 // then on kube-proxy sends the Service's traffic to that pod. A woken agent
 // keeps the activator's slice until then, so no request meets a Service
 // with no endpoint between the two.
 func (r *GooseAgentReconciler) serviceReachesAPod(ctx context.Context, a *agentsv1alpha1.GooseAgent, ready map[string]bool) (bool, error) {
-	var slices discoveryv1.EndpointSliceList
-	if err := r.Client.List(ctx, &slices, client.InNamespace(a.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: render.ServiceName(a), discoveryv1.LabelManagedBy: sliceController}); err != nil {
-		return false, fmt.Errorf("failed to list the Service's EndpointSlices: %w", err)
+	ss, err := r.controllerSlices(ctx, a)
+	if err != nil {
+		return false, err
 	}
-	for _, s := range slices.Items {
+	for _, s := range ss {
 		for _, e := range s.Endpoints {
 			// An unset ready condition means ready (discovery/v1).
 			if (e.Conditions.Ready == nil || *e.Conditions.Ready) && e.TargetRef != nil && e.TargetRef.Kind == "Pod" && ready[e.TargetRef.Name] {

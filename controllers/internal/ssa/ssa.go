@@ -117,35 +117,37 @@ func (s *Status) Apply(ctx context.Context, c client.Client, a *agentsv1alpha1.G
 // owner's last write, or newer. A reconciler that decides from its previous
 // status (a transition time, an Event) overlays it on a stale copy.
 func (s *Status) Remembered(a *agentsv1alpha1.GooseAgent, fieldOwner string) (agentsv1alpha1.GooseAgentStatus, bool) {
-	key := statusKey{agent: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, fieldOwner: fieldOwner}
+	w, ok := s.remembered(statusKey{agent: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, fieldOwner: fieldOwner}, a)
+	if !ok {
+		return agentsv1alpha1.GooseAgentStatus{}, false
+	}
+	return *w.status.DeepCopy(), true
+}
+
+// remembered is the write remembered for key while a is older than it. Once
+// a is as new (the cache caught up), or the versions cannot be compared, the
+// memory is dropped: the object is the truth again.
+func (s *Status) remembered(key statusKey, a *agentsv1alpha1.GooseAgent) (written, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, ok := s.last[key]
 	if !ok {
-		return agentsv1alpha1.GooseAgentStatus{}, false
+		return written{}, false
 	}
-	if cmp, err := resourceversion.CompareResourceVersion(a.ResourceVersion, w.resourceVersion); err != nil || cmp >= 0 {
-		return agentsv1alpha1.GooseAgentStatus{}, false
+	if cmp, err := resourceversion.CompareResourceVersion(a.ResourceVersion, w.resourceVersion); err == nil && cmp < 0 {
+		return w, true
 	}
-	return *w.status.DeepCopy(), true
+	delete(s.last, key)
+	return written{}, false
 }
 
 // lastApplied is the status fieldOwner last applied to a: the one
 // remembered while a is older than that write (remembered is true), else
 // the one a holds.
 func (s *Status) lastApplied(key statusKey, a *agentsv1alpha1.GooseAgent, fieldOwner string) (st agentsv1alpha1.GooseAgentStatus, remembered bool, err error) {
-	s.mu.Lock()
-	w, ok := s.last[key]
-	if ok {
-		if cmp, err := resourceversion.CompareResourceVersion(a.ResourceVersion, w.resourceVersion); err == nil && cmp < 0 {
-			s.mu.Unlock()
-			return w.status, true, nil
-		}
-		// The cache caught up (or the versions cannot be compared): the
-		// object is the truth again.
-		delete(s.last, key)
+	if w, ok := s.remembered(key, a); ok {
+		return w.status, true, nil
 	}
-	s.mu.Unlock()
 	last, err := agentsv1alpha1ac.ExtractGooseAgentStatus(a, fieldOwner)
 	if err != nil {
 		return st, false, fmt.Errorf("failed to extract the applied status of %s: %w", fieldOwner, err)
