@@ -471,8 +471,9 @@ func activatorSliceHolds(ns, name string, ips ...string) error {
 
 // TestParkedEventOncePerPark: a reconcile that reads the agent from a cache
 // that has not seen the status the last one wrote does not tell the same
-// park again, nor write the status again with a later parkedAt. Here every read of the agent returns the copy from before its
-// first status write, as a lagging cache would.
+// park again, nor write the status again with a later parkedAt. Here every
+// read of the agent returns the copy from before its first status write, as
+// a lagging cache would.
 func TestParkedEventOncePerPark(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, "parkevent")

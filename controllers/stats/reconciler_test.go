@@ -240,6 +240,20 @@ func startReferences(t *testing.T, direct client.Reader) *references.Tracker {
 	return refs
 }
 
+// newFixtureWithOneSession is a one-replica fixture after one conversation
+// and one poll, and the status that poll wrote.
+func newFixtureWithOneSession(t *testing.T) (*fixture, agentsv1alpha1.GooseAgentStatus) {
+	t.Helper()
+	f := newFixture(t, 1)
+	f.sidecars["talker-0"].converse("alice", "s1", "hi")
+	f.reconcile()
+	st := f.status()
+	if st.Sessions.Total != 1 {
+		t.Fatalf("sessions %+v, want 1", st.Sessions)
+	}
+	return f, st
+}
+
 func (f *fixture) createReadyPod(name string) {
 	f.createPod(name)
 	f.setReady(name)
@@ -390,13 +404,7 @@ func TestStatusSumsReplicasAndSurvivesRestartsAndOutages(t *testing.T) {
 }
 
 func TestMissingTokenKeepsFiguresAndSaysWhy(t *testing.T) {
-	f := newFixture(t, 1)
-	f.sidecars["talker-0"].converse("alice", "s1", "hi")
-	f.reconcile()
-	known := f.status()
-	if known.Sessions.Total != 1 {
-		t.Fatalf("sessions %d, want 1", known.Sessions.Total)
-	}
+	f, known := newFixtureWithOneSession(t)
 	env := sharedEnv(t)
 	if err := env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 		Namespace: f.agent.Namespace, Name: render.SecretName(f.agent)}}); err != nil {
@@ -569,13 +577,7 @@ func (s *sidecar) baseURL() string {
 // reconciler stops polling it and keeps its last figures; while a pod is
 // still there it polls on.
 func TestParkedAgentIsNotPolled(t *testing.T) {
-	f := newFixture(t, 1)
-	f.sidecars["talker-0"].converse("alice", "s1", "hello there")
-	f.reconcile()
-	figures := f.status()
-	if figures.Sessions.Total != 1 {
-		t.Fatalf("sessions %+v, want 1", figures.Sessions)
-	}
+	f, figures := newFixtureWithOneSession(t)
 
 	env := sharedEnv(t)
 	ctx := context.Background()

@@ -274,12 +274,8 @@ func measure(ctx context.Context, runName string, o options) (figures, error) {
 	// Settled: the manager has nothing left to do (the work that follows
 	// the first status writes, owned objects' events, included), so that
 	// the restart below finds no work left from the cold start.
-	if err := mgr.waitReconciled(ctx, o); err != nil {
-		return f, err
-	}
-	f.settle = time.Since(start)
-	settled, _, err := api.requests(ctx)
-	if err != nil {
+	var settled requests
+	if f.settle, settled, err = mgr.settle(ctx, api, o, start); err != nil {
 		return f, err
 	}
 	f.cold = settled.minus(before)
@@ -291,12 +287,8 @@ func measure(ctx context.Context, runName string, o options) (figures, error) {
 		return f, err
 	}
 	defer mgr.stop()
-	if err := mgr.waitReconciled(ctx, o); err != nil {
-		return f, err
-	}
-	f.resync = time.Since(start)
-	resynced, _, err := api.requests(ctx)
-	if err != nil {
+	var resynced requests
+	if f.resync, resynced, err = mgr.settle(ctx, api, o, start); err != nil {
 		return f, err
 	}
 	f.noop = resynced.minus(settled)
@@ -554,19 +546,25 @@ func (p *managerProc) saveHeapProfile(ctx context.Context, dir, run string) erro
 	return f.Close()
 }
 
-func startManager(ctx context.Context, bin, kubeconfig string, o options) (*managerProc, error) {
+// freeAddr is a loopback address with a port nobody listens on now.
+func freeAddr(ctx context.Context) (string, error) {
 	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("failed to find a free port: %w", err)
+		return "", fmt.Errorf("failed to find a free port: %w", err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	l, err = (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
+}
+
+func startManager(ctx context.Context, bin, kubeconfig string, o options) (*managerProc, error) {
+	addr, err := freeAddr(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("failed to find a free port: %w", err)
+		return nil, err
 	}
-	pprofAddr := l.Addr().String()
-	_ = l.Close()
+	pprofAddr, err := freeAddr(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.CommandContext(ctx, bin, "--metrics-bind-address="+addr, "--metrics-secure=false",
 		"--health-probe-bind-address=0", "--stats-interval="+o.statsInterval.String())
 	if o.heapProfiles != "" {
@@ -592,6 +590,18 @@ type managerFigures struct {
 	// reconciles and queued are the main controller's finished reconciles
 	// and its work queue's depth.
 	reconciles, queued float64
+}
+
+// settle waits until the manager has reconciled every agent and has nothing
+// queued, and returns the time since start and the API server's request
+// counts then.
+func (p *managerProc) settle(ctx context.Context, api *apiMetrics, o options, start time.Time) (time.Duration, requests, error) {
+	if err := p.waitReconciled(ctx, o); err != nil {
+		return 0, nil, err
+	}
+	took := time.Since(start)
+	r, _, err := api.requests(ctx)
+	return took, r, err
 }
 
 // waitReconciled waits until the main controller has reconciled every agent
