@@ -97,6 +97,9 @@ func randomToken(string) (string, error) {
 // SetupWithManager registers the field indexes and the watches.
 func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	idx := mgr.GetFieldIndexer()
+	if err := indexByAgent(ctx, idx); err != nil {
+		return err
+	}
 	for key, kind := range map[string]render.RefKind{IndexSecretRefs: render.KindSecret, IndexConfigMapRefs: render.KindConfigMap} {
 		if err := idx.IndexField(ctx, &agentsv1alpha1.GooseAgent{}, key, func(o client.Object) []string {
 			a, ok := o.(*agentsv1alpha1.GooseAgent)
@@ -198,7 +201,7 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 	// The cache holds only agent pods (CacheOptions).
 	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(a.Namespace), client.MatchingLabels(render.SelectorLabels(a))); err != nil {
+	if err := r.listOfAgent(ctx, &pods, a, render.SelectorLabels(a)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list pods: %w", err)
 	}
 	reachable, err := r.reachable(ctx, a, pods.Items)
@@ -430,7 +433,7 @@ func (r *GooseAgentReconciler) prune(ctx context.Context, a *agentsv1alpha1.Goos
 		if err != nil {
 			return pruned, err
 		}
-		if err := r.Client.List(ctx, list, client.InNamespace(a.Namespace), sel); err != nil {
+		if err := r.listOfAgent(ctx, list, a, sel); err != nil {
 			return pruned, fmt.Errorf("failed to list %s children: %w", k.gvk.Kind, err)
 		}
 		items, err := meta.ExtractList(list)

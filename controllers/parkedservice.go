@@ -80,8 +80,7 @@ func (r *GooseAgentReconciler) removeStaleEndpoints(ctx context.Context, a *agen
 // controllers wrote for the agent's Service, from the cache.
 func (r *GooseAgentReconciler) controllerSlices(ctx context.Context, a *agentsv1alpha1.GooseAgent) ([]discoveryv1.EndpointSlice, error) {
 	var list discoveryv1.EndpointSliceList
-	if err := r.Client.List(ctx, &list, client.InNamespace(a.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: render.ServiceName(a)}); err != nil {
+	if err := r.listOfAgent(ctx, &list, a, client.MatchingLabels{discoveryv1.LabelServiceName: render.ServiceName(a)}); err != nil {
 		return nil, fmt.Errorf("failed to list the Service's EndpointSlices: %w", err)
 	}
 	return slices.DeleteFunc(list.Items, func(s discoveryv1.EndpointSlice) bool { return !isControllerSlice(&s) }), nil
