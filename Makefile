@@ -156,7 +156,7 @@ bench-manager-memory: build ## Table of manager RSS/heap with AGENTS agents and 
 SCALE_RUNS ?= bare,$(LOCALBIN)/manager
 .PHONY: bench-manager-scale
 bench-manager-scale: build ## Table of converging AGENTS agents from cold, per run on a fresh control plane: requests per agent by verb and resource, watches, no-op resync, stats work, RSS, apiserver/etcd CPU (SCALE_RUNS=bare,old,new; PARKED_PERCENT of them parked, default 90).
-	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go run ./hack/managerscale --manager $(SCALE_RUNS) --agents $(AGENTS) --parked-percent $(PARKED_PERCENT)
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go run ./hack/managerscale --manager "$(SCALE_RUNS)" --agents $(AGENTS) --parked-percent $(PARKED_PERCENT)
 
 LOAD_ARGS ?=
 .PHONY: load

@@ -70,19 +70,17 @@ type options struct {
 	timeout       time.Duration
 	statsInterval time.Duration
 	heapProfiles  string
-	memoryLimit   string
 	parked        int
 }
 
 func run() error {
 	var o options
 	var runs string
-	flag.StringVar(&runs, "manager", "bare,bin/manager", "comma-separated runs, in order: manager binaries, or bare")
+	flag.StringVar(&runs, "manager", "bare,bin/manager", "comma-separated runs, in order: bare, or a manager as a command line: [ENV=VALUE ...] BINARY [FLAG ...] (e.g. \"GOMEMLIMIT=576MiB bin/manager --kube-api-qps=1000\")")
 	flag.IntVar(&o.agents, "agents", 1000, "GooseAgents to converge")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "time allowed for one run to converge")
 	flag.DurationVar(&o.statsInterval, "stats-interval", 30*time.Second, "the managers' --stats-interval, and the no-op window")
 	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "a directory to save each manager's heap profile in at the end of its run (go tool pprof reads it)")
-	flag.StringVar(&o.memoryLimit, "memory-limit", "", "GOMEMLIMIT for the managers only, as the container's memory limit gives it (e.g. 460MiB: 90% of the install's 512Mi); empty leaves it unset")
 	flag.IntVar(&o.parked, "parked-percent", 90, "the share of agents parked by hand (spec.idle.parked), as on a platform where most agents are idle")
 	flag.Parse()
 	o.runs = strings.Split(runs, ",")
@@ -112,31 +110,30 @@ type figures struct {
 	resync time.Duration
 	// events counts the Events recorded by convergence, by reason (a
 	// series counts each occurrence).
-	events             map[string]float64
-	watches            float64
-	statsReconciles    float64
-	rss                float64
+	events          map[string]float64
+	watches         float64
+	statsReconciles float64
+	rss             float64
+	// managerCPU is the manager's CPU time from its start until it settled.
+	managerCPU         float64
 	apiserverCPU, etcd time.Duration
 }
 
 func printTables(out io.Writer, rows []figures, o options) error {
 	n := float64(o.agents)
 	fmt.Fprintf(out, "%d agents, %d%% of them parked by hand (spec.idle.parked)", o.agents, o.parked)
-	if o.memoryLimit != "" {
-		fmt.Fprintf(out, "; managers run with GOMEMLIMIT=%s", o.memoryLimit)
-	}
 	fmt.Fprintln(out)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "run\tagents\tcold converge\tsettled\twrites/agent\treads/agent\twatches\tno-op resync\tno-op writes/agent\tno-op reads/agent\tstats reconciles/interval\trequests/interval\tmanager RSS MiB\tKiB/agent\tapiserver CPU s\tetcd CPU s\n")
+	fmt.Fprintf(w, "run\tagents\tcold converge\tsettled\twrites/agent\treads/agent\twatches\tno-op resync\tno-op writes/agent\tno-op reads/agent\tstats reconciles/interval\trequests/interval\tmanager RSS MiB\tKiB/agent\tmanager CPU s\tapiserver CPU s\tetcd CPU s\n")
 	for _, f := range rows {
 		if f.run == "bare" {
-			fmt.Fprintf(w, "%s\t%d\t%s\t–\t%.2f\t%.2f\t%.0f\t–\t–\t–\t–\t–\t–\t–\t%.1f\t%.1f\n", f.run, o.agents, f.converge.Round(100*time.Millisecond),
+			fmt.Fprintf(w, "%s\t%d\t%s\t–\t%.2f\t%.2f\t%.0f\t–\t–\t–\t–\t–\t–\t–\t–\t%.1f\t%.1f\n", f.run, o.agents, f.converge.Round(100*time.Millisecond),
 				f.cold.writes()/n, f.cold.reads()/n, f.watches, f.apiserverCPU.Seconds(), f.etcd.Seconds())
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%.2f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\n", f.run, o.agents, f.converge.Round(100*time.Millisecond), f.settle.Round(100*time.Millisecond),
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%.2f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\n", f.run, o.agents, f.converge.Round(100*time.Millisecond), f.settle.Round(100*time.Millisecond),
 			f.cold.writes()/n, f.cold.reads()/n, f.watches, f.resync.Round(100*time.Millisecond), f.noop.writes()/n, f.noop.reads()/n,
-			f.statsReconciles, f.sweep.writes()+f.sweep.reads(), f.rss/(1<<20), f.rss/1024/n, f.apiserverCPU.Seconds(), f.etcd.Seconds())
+			f.statsReconciles, f.sweep.writes()+f.sweep.reads(), f.rss/(1<<20), f.rss/1024/n, f.managerCPU, f.apiserverCPU.Seconds(), f.etcd.Seconds())
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -279,6 +276,11 @@ func measure(ctx context.Context, runName string, o options) (figures, error) {
 		return f, err
 	}
 	f.cold = settled.minus(before)
+	m, err := mgr.scrape(ctx)
+	if err != nil {
+		return f, err
+	}
+	f.managerCPU = m.cpu
 	// A restarted manager reconciles every agent with nothing to change.
 	fmt.Fprintf(os.Stderr, "  converged in %s, settled in %s; restarting the manager for a no-op resync\n", f.converge.Round(time.Second), f.settle.Round(time.Second))
 	mgr.stop()
@@ -533,7 +535,13 @@ func (p *managerProc) saveHeapProfile(ctx context.Context, dir, run string) erro
 		return fmt.Errorf("failed to get the heap profile: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	path := filepath.Join(dir, strings.ReplaceAll(filepath.Base(run), ".", "_")+".heap")
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '_'
+	}, run)
+	path := filepath.Join(dir, name+".heap")
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("failed to create %s: %w", path, err)
@@ -556,7 +564,17 @@ func freeAddr(ctx context.Context) (string, error) {
 	return l.Addr().String(), nil
 }
 
-func startManager(ctx context.Context, bin, kubeconfig string, o options) (*managerProc, error) {
+// splitCommandLine splits a run such as "GOMEMLIMIT=576MiB bin/manager
+// --kube-api-qps=1000" into its leading environment and its argv.
+func splitCommandLine(run string) (env, argv []string) {
+	fields := strings.Fields(run)
+	for len(fields) > 0 && strings.Contains(fields[0], "=") && !strings.HasPrefix(fields[0], "-") {
+		env, fields = append(env, fields[0]), fields[1:]
+	}
+	return env, fields
+}
+
+func startManager(ctx context.Context, run, kubeconfig string, o options) (*managerProc, error) {
 	addr, err := freeAddr(ctx)
 	if err != nil {
 		return nil, err
@@ -565,17 +583,20 @@ func startManager(ctx context.Context, bin, kubeconfig string, o options) (*mana
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, bin, "--metrics-bind-address="+addr, "--metrics-secure=false",
+	env, argv := splitCommandLine(run)
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("run %q names no manager binary", run)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], "--metrics-bind-address="+addr, "--metrics-secure=false",
 		"--health-probe-bind-address=0", "--stats-interval="+o.statsInterval.String())
 	if o.heapProfiles != "" {
 		cmd.Args = append(cmd.Args, "--pprof-bind-address="+pprofAddr)
 	}
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	if o.memoryLimit != "" {
-		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+o.memoryLimit)
-	}
+	// The run's own flags come last, so they win over the defaults above.
+	cmd.Args = append(cmd.Args, argv[1:]...)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("failed to start %s: %w", bin, err)
+		return nil, fmt.Errorf("failed to start %s: %w", argv[0], err)
 	}
 	return &managerProc{cmd: cmd, url: "http://" + addr + "/metrics", pprofAddr: pprofAddr}, nil
 }
@@ -586,7 +607,7 @@ func (p *managerProc) stop() {
 }
 
 type managerFigures struct {
-	rss, statsReconciles float64
+	rss, statsReconciles, cpu float64
 	// reconciles and queued are the main controller's finished reconciles
 	// and its work queue's depth.
 	reconciles, queued float64
@@ -626,6 +647,8 @@ func (p *managerProc) scrape(ctx context.Context) (managerFigures, error) {
 		switch {
 		case name == "process_resident_memory_bytes":
 			m.rss = v
+		case name == "process_cpu_seconds_total":
+			m.cpu = v
 		case name == "controller_runtime_reconcile_total" && labels["controller"] == "gooseagent-stats":
 			m.statsReconciles += v
 		case name == "controller_runtime_reconcile_total" && labels["controller"] == "gooseagent":
