@@ -19,8 +19,9 @@ import (
 // the namespace, once per kind, per reconcile.
 const IndexAgent = "agent"
 
-// indexByAgent registers IndexAgent for every child kind and for pods.
-func indexByAgent(ctx context.Context, idx client.FieldIndexer) error {
+// IndexByAgent registers IndexAgent for every child kind and for pods in
+// the cache the reconciler's Client reads (SetupWithManager does it).
+func IndexByAgent(ctx context.Context, idx client.FieldIndexer) error {
 	objs := append(ChildObjects(), &corev1.Pod{})
 	for _, o := range objs {
 		if err := idx.IndexField(ctx, o, IndexAgent, instanceOf); err != nil {

@@ -45,7 +45,8 @@ const (
 // GooseAgentReconciler turns GooseAgents into their children and reports
 // readiness. It only orchestrates: the children come from render.Build.
 type GooseAgentReconciler struct {
-	// Client reads from the manager's cache and writes to the apiserver.
+	// Client reads from the manager's cache, which IndexByAgent indexes,
+	// and writes to the apiserver.
 	Client client.Client
 	// APIReader reads the apiserver directly; used once per agent when the
 	// cache has not seen the generated Secret yet, so a key is never
@@ -97,7 +98,7 @@ func randomToken(string) (string, error) {
 // SetupWithManager registers the field indexes and the watches.
 func (r *GooseAgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	idx := mgr.GetFieldIndexer()
-	if err := indexByAgent(ctx, idx); err != nil {
+	if err := IndexByAgent(ctx, idx); err != nil {
 		return err
 	}
 	for key, kind := range map[string]render.RefKind{IndexSecretRefs: render.KindSecret, IndexConfigMapRefs: render.KindConfigMap} {

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/controllers/stats"
 	"github.com/adk2goose/goose-operator/internal/testing/poll"
+	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/goose/acp"
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
@@ -117,7 +119,7 @@ func TestEveryStatusFieldIsWritten(t *testing.T) {
 	f.createReadyPod("talker-0")
 
 	main := &controllers.GooseAgentReconciler{
-		Client: env.Client, APIReader: env.Client, References: startReferences(t, env.Client), Defaults: fixtures.Defaults,
+		Client: cachedClient(t, env), APIReader: env.Client, References: startReferences(t, env.Client), Defaults: fixtures.Defaults,
 		GenerateToken: func(string) (string, error) { return token, nil },
 	}
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f.agent)}
@@ -158,4 +160,38 @@ func TestEveryStatusFieldIsWritten(t *testing.T) {
 	if t.Failed() {
 		t.Logf("status: %+v", a.Status)
 	}
+}
+
+// cachedClient reads through a cache scoped and indexed as the manager's
+// (controllers.CacheOptions, controllers.IndexByAgent), as the main
+// reconciler's Client must, and writes to the API server.
+func cachedClient(t *testing.T, env *testenv.Env) client.Client {
+	t.Helper()
+	opts := controllers.CacheOptions()
+	opts.Scheme = env.Scheme
+	c, err := cache.New(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := controllers.IndexByAgent(ctx, c); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not sync")
+	}
+	cl, err := client.New(env.Config, client.Options{Scheme: env.Scheme, Cache: &client.CacheOptions{Reader: c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
