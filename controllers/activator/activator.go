@@ -23,7 +23,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
+	"github.com/adk2goose/goose-operator/controllers/activator/servicehost"
 	"github.com/adk2goose/goose-operator/controllers/render"
 	"github.com/adk2goose/goose-operator/internal/jsonhttp"
 	"github.com/adk2goose/goose-operator/sidecar/server"
@@ -410,55 +410,18 @@ func (a *Activator) serveOpen(w http.ResponseWriter, r *http.Request, d *door) {
 	}
 }
 
-// agentFor is the agent r.Host names (parseHost).
+// agentFor is the agent r.Host names (servicehost.Parse).
 func (a *Activator) agentFor(ctx context.Context, hostport string) (types.NamespacedName, error) {
-	h, err := parseHost(hostport)
+	h, err := servicehost.Parse(hostport)
 	switch {
 	case err != nil:
 		return types.NamespacedName{}, err
-	case h.ip != "":
-		return a.agentByClusterIP(ctx, h.ip)
-	case h.namespace == "":
-		return a.agentByName(ctx, h.name)
+	case h.IP != "":
+		return a.agentByClusterIP(ctx, h.IP)
+	case h.Namespace == "":
+		return a.agentByName(ctx, h.Name)
 	}
-	return types.NamespacedName{Namespace: h.namespace, Name: h.name}, nil
-}
-
-// host is what a Host header names: an address, or a Service's name with
-// or without its namespace.
-type host struct {
-	ip              string
-	name, namespace string
-}
-
-// parseHost reads a Host header as clients call a Service: NAME, NAME.NS,
-// NAME.NS.svc or NAME.NS.svc.<cluster domain>, or its ClusterIP, each with
-// or without a port.
-func parseHost(hostport string) (host, error) {
-	h := hostport
-	if name, _, err := net.SplitHostPort(hostport); err == nil {
-		h = name
-	}
-	h = strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
-	if h == "" {
-		return host{}, errors.New("the request names no host")
-	}
-	if ip := net.ParseIP(h); ip != nil {
-		return host{ip: ip.String()}, nil
-	}
-	labels := strings.Split(h, ".")
-	for _, l := range labels[:min(len(labels), 2)] {
-		if l == "" {
-			return host{}, fmt.Errorf("host %q names no agent's Service", h)
-		}
-	}
-	switch {
-	case len(labels) == 1:
-		return host{name: labels[0]}, nil
-	case len(labels) == 2 || labels[2] == "svc":
-		return host{name: labels[0], namespace: labels[1]}, nil
-	}
-	return host{}, fmt.Errorf("host %q names no agent's Service", h)
+	return types.NamespacedName{Namespace: h.Namespace, Name: h.Name}, nil
 }
 
 func (a *Activator) agentByName(ctx context.Context, name string) (types.NamespacedName, error) {
