@@ -87,13 +87,18 @@ func (cl *cluster) stop() {
 // rolledOut reports whether s's status says what the StatefulSet controller
 // says once every wanted pod is ready at the current revision.
 func rolledOut(s *appsv1.StatefulSet) bool {
-	want := int32(1)
-	if s.Spec.Replicas != nil {
-		want = *s.Spec.Replicas
-	}
+	want := wantedReplicas(s)
 	st := s.Status
 	return st.ObservedGeneration == s.Generation && st.Replicas == want && st.ReadyReplicas == want &&
 		st.AvailableReplicas == want && st.UpdatedReplicas == want && st.CurrentRevision == st.UpdateRevision
+}
+
+// wantedReplicas is spec.replicas, whose default is 1.
+func wantedReplicas(s *appsv1.StatefulSet) int32 {
+	if s.Spec.Replicas != nil {
+		return *s.Spec.Replicas
+	}
+	return 1
 }
 
 // rollOut writes the status of one queued StatefulSet; false once the queue
@@ -109,10 +114,7 @@ func (cl *cluster) rollOut(ctx context.Context) bool {
 		cl.queue.Forget(key)
 		return true
 	}
-	want := int32(1)
-	if s.Spec.Replicas != nil {
-		want = *s.Spec.Replicas
-	}
+	want := wantedReplicas(s)
 	rev := fmt.Sprintf("%s-%d", s.Name, s.Generation)
 	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: s.Generation, Replicas: want, ReadyReplicas: want,
 		AvailableReplicas: want, CurrentReplicas: want, UpdatedReplicas: want, CurrentRevision: rev, UpdateRevision: rev}
