@@ -129,9 +129,10 @@ fuzz: ## Run every fuzz target (or those in FUZZ_TARGETS) for FUZZTIME each (def
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_TARGETS)
 
 FUZZ_LONG_TIME ?= 10000000x
+FUZZ_LONG_MINIMIZE ?= 10000x
 .PHONY: fuzz-long
-fuzz-long: ## Run every fuzz target (or those in FUZZ_TARGETS) for FUZZ_LONG_TIME each (default 10 million executions: hours, not for CI), then keep the inputs that found new coverage in each package's testdata/fuzz.
-	FUZZTIME=$(FUZZ_LONG_TIME) hack/fuzz.sh $(FUZZ_TARGETS)
+fuzz-long: ## Run every fuzz target (or those in FUZZ_TARGETS) for FUZZ_LONG_TIME each (default 10 million executions: hours, not for CI), minimising each new input for at most FUZZ_LONG_MINIMIZE executions, then keep the inputs that found new coverage in each package's testdata/fuzz.
+	FUZZTIME=$(FUZZ_LONG_TIME) FUZZMINIMIZETIME=$(FUZZ_LONG_MINIMIZE) hack/fuzz.sh $(FUZZ_TARGETS)
 	hack/fuzz-corpus.sh $(FUZZ_TARGETS)
 
 FAULTS_AGENTS ?= 100

@@ -8,6 +8,10 @@
 #                 1.26's coordinator can report "context deadline exceeded" for
 #                 a clean run (golang/go#75804, fixed in Go 1.27).
 #   FUZZPARALLEL  fuzzing workers per target (go test -parallel; default: GOMAXPROCS).
+#   FUZZMINIMIZETIME  how long to minimise each new input (go test
+#                 -fuzzminimizetime, "10000x"; default: Go's 60s): the fuzzer
+#                 runs nothing else meanwhile, and early in a long run that
+#                 can be minutes at a time.
 #   FUZZCACHEDIR  where the fuzzer keeps the inputs it found (per package, as
 #                 Go lays out $GOCACHE/fuzz); default: $GOCACHE/fuzz, shared by
 #                 everyone using that cache.
@@ -22,6 +26,7 @@ while IFS=: read -r file name; do
   dir=$(dirname "$file")
   flags=(-run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime")
   [[ -n "${FUZZPARALLEL:-}" ]] && flags+=(-parallel "$FUZZPARALLEL")
+  [[ -n "${FUZZMINIMIZETIME:-}" ]] && flags+=(-fuzzminimizetime "$FUZZMINIMIZETIME")
   [[ -n "${FUZZCACHEDIR:-}" ]] && flags+=(-args "-test.fuzzcachedir=$FUZZCACHEDIR/$module/$dir")
   echo "fuzz ./$dir $name ($fuzztime)"
   if ! go test "./$dir" "${flags[@]}"; then
