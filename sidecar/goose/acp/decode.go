@@ -110,22 +110,22 @@ type update struct {
 // message at all (not JSON, not an object, or a method that is no string):
 // nothing in it can be answered or routed. A field of the wrong type in
 // params or error only sets f.Invalid. It never panics.
-func decodeFrame(data []byte) (frame, error) {
-	var f frame
-	err := json.Unmarshal(data, &f)
+func decodeFrame(data []byte) (*frame, error) {
+	f := new(frame)
+	err := json.Unmarshal(data, f)
 	if err == nil {
 		return f, nil
 	}
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) || !inField(te.Field, "params") && !inField(te.Field, "error") {
-		return frame{}, err
+		return nil, err
 	}
 	// encoding/json reports only the first type error: the method must read too.
 	var envelope struct {
 		Method string `json:"method"`
 	}
 	if err := json.Unmarshal(data, &envelope); err != nil {
-		return frame{}, err
+		return nil, err
 	}
 	// ACP's _meta may hold anything: goose's own field of another type reads
 	// as absent.

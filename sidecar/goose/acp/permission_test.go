@@ -53,8 +53,11 @@ func TestEndedReplyWithoutDecisionIsCancelled(t *testing.T) {
 func permissionRequest(t *testing.T, params string) *params {
 	t.Helper()
 	f, err := decodeFrame([]byte(`{"jsonrpc":"2.0","id":"r1","method":"session/request_permission","params":` + params + `}`))
-	if err != nil || f.Invalid != nil {
-		t.Fatalf("decoding the request: %v, %v", err, f.Invalid)
+	if err != nil {
+		t.Fatalf("decoding the request: %v", err)
+	}
+	if f.Invalid != nil {
+		t.Fatalf("decoding the request's params: %v", f.Invalid)
 	}
 	return &f.Params
 }

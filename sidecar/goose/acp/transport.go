@@ -194,14 +194,14 @@ func (w *wsConn) dispatch(data []byte) error {
 	switch {
 	case f.Method != "" && f.ID == nil:
 		if f.Method == methodCancelRequest {
-			w.cancelInbound(&f)
+			w.cancelInbound(f)
 			return nil
 		}
-		w.notify(&f)
+		w.notify(f)
 	case f.Method != "":
-		w.serve(&f)
+		w.serve(f)
 	case f.ID != nil:
-		w.deliver(&f)
+		w.deliver(f)
 	default:
 		w.log.Warn("skipped a goose frame with neither method nor id", "bytes", len(data))
 	}
