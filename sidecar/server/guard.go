@@ -15,6 +15,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/server/internal/apppath"
+	"github.com/adk2goose/goose-operator/sidecar/server/internal/runrequest"
 )
 
 // Codes of the JSON error answers ({"error", "code", "detail"}) this
@@ -51,7 +52,7 @@ func (s *Server) guardRuns(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) guardRun(w http.ResponseWriter, r *http.Request, req *RunRequest, next http.Handler) {
+func (s *Server) guardRun(w http.ResponseWriter, r *http.Request, req *runrequest.Request, next http.Handler) {
 	if req.AppName != s.cfg.AppName {
 		writeJSONError(w, r, http.StatusNotFound, codeAppNotFound, s.unknownApp(req.AppName))
 		return
