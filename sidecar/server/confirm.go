@@ -8,6 +8,7 @@ import (
 	"google.golang.org/adk/session"
 
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent/confirmation"
 	"github.com/adk2goose/goose-operator/sidecar/server/internal/runrequest"
 )
 
@@ -48,7 +49,7 @@ func (s *Server) checkConfirmations(ctx context.Context, req *runrequest.Request
 			}
 			return false, &httpError{status: status, code: gooseagent.ErrorCodeConfirmationNotPending, msg: ce.Error()}
 		}
-		if _, err := gooseagent.ParseConfirmation(fr.Response); err != nil {
+		if _, err := confirmation.Parse(fr.Response); err != nil {
 			return false, &httpError{status: http.StatusBadRequest, code: gooseagent.ErrorCodeBadRequest, msg: err.Error()}
 		}
 		answers = true
