@@ -31,6 +31,7 @@ import (
 	"github.com/adk2goose/goose-operator/internal/testing/syncbuf"
 	"github.com/adk2goose/goose-operator/internal/testing/testenv"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent/confirmation"
 	"github.com/adk2goose/goose-operator/sidecar/identity"
 )
 
@@ -40,7 +41,7 @@ import (
 // non-partial event with TurnComplete; messages sent during a turn wait for
 // it; a tool approval ends the turn with an adk_request_confirmation call
 // shaped as gooseagent's, answered by a functionResponse read with
-// gooseagent.ParseConfirmation; {"activityStart":{}} stops the running turn
+// confirmation.Parse; {"activityStart":{}} stops the running turn
 // with GOOSE_CANCELLED and keeps the socket. What each message does:
 //
 //   - "please run a tool": a shell call, its approval, then its result and
@@ -174,7 +175,7 @@ func (g *liveGoose) RunLive(ic agent.InvocationContext) (agent.LiveSession, iter
 				g.mu.Lock()
 				g.answers = append(g.answers, fr)
 				g.mu.Unlock()
-				allow, err := gooseagent.ParseConfirmation(fr.Response)
+				allow, err := confirmation.Parse(fr.Response)
 				switch {
 				case fr.ID != pendingID || fr.Name != toolconfirmation.FunctionCallName || err != nil:
 					e := final("")

@@ -27,7 +27,7 @@
 // detached from the request that asked. The next user message of the session
 // that carries a functionResponse for the confirmation id, with
 // {"confirmed": bool} or the web UI's {"response": "<JSON or yes/no>"} (see
-// ParseConfirmation), answers goose (allow_once / deny_once) and the same
+// confirmation.Parse), answers goose (allow_once / deny_once) and the same
 // reply continues into that turn. A functionResponse for any other id ends
 // the turn with ErrorCodeConfirmationNotPending and leaves the pending one
 // alone. A plain new message supersedes the pending confirmation. The

@@ -99,81 +99,6 @@ type resolvedConfirmation struct {
 // maxResolved bounds the per-session memory of ended confirmations.
 const maxResolved = 16
 
-// confirmationAnswer is one function response the user sent.
-type confirmationAnswer struct {
-	id       string
-	name     string
-	response map[string]any
-}
-
-// userInput is what an ADK user message carries for goose.
-type userInput struct {
-	text    string
-	answers []confirmationAnswer
-}
-
-func parseInput(c *genai.Content) userInput {
-	var in userInput
-	if c == nil {
-		return in
-	}
-	var b strings.Builder
-	for _, p := range c.Parts {
-		switch {
-		case p == nil:
-		case p.FunctionResponse != nil:
-			in.answers = append(in.answers, confirmationAnswer{id: p.FunctionResponse.ID, name: p.FunctionResponse.Name, response: p.FunctionResponse.Response})
-		case !p.Thought && p.Text != "":
-			if b.Len() > 0 {
-				b.WriteString("\n")
-			}
-			b.WriteString(p.Text)
-		}
-	}
-	in.text = b.String()
-	return in
-}
-
-var errBadConfirmation = errors.New("invalid tool confirmation response")
-
-// ParseConfirmation reads the user's decision from a confirmation function
-// response. It accepts what adk-go accepts, {"confirmed": bool, ...} and the
-// web UI's {"response": "<ToolConfirmation JSON>"}, and, because the v1.7.0
-// web UI only offers a free text box for long-running calls, a bare yes/no
-// word in "response". Anything else is an error: an approval is never
-// guessed.
-func ParseConfirmation(resp map[string]any) (bool, error) {
-	if s, ok := resp["response"].(string); ok && len(resp) == 1 {
-		var m map[string]any
-		if json.Unmarshal([]byte(s), &m) == nil && m != nil {
-			return confirmedValue(m)
-		}
-		switch strings.ToLower(strings.Trim(strings.TrimSpace(s), ".!")) {
-		case "yes", "y", "true", "approve", "approved", "allow", "ok", "confirm", "confirmed":
-			return true, nil
-		case "no", "n", "false", "deny", "denied", "reject", "rejected", "decline":
-			return false, nil
-		}
-		return false, fmt.Errorf("%w: response %q is neither a ToolConfirmation JSON object nor yes/no", errBadConfirmation, s)
-	}
-	return confirmedValue(resp)
-}
-
-func confirmedValue(m map[string]any) (bool, error) {
-	switch v := m["confirmed"].(type) {
-	case bool:
-		return v, nil
-	case string:
-		switch strings.ToLower(v) {
-		case "true":
-			return true, nil
-		case "false":
-			return false, nil
-		}
-	}
-	return false, fmt.Errorf(`%w: want {"confirmed": true|false}`, errBadConfirmation)
-}
-
 // confirmationCall builds the adk_request_confirmation call for a goose
 // approval request, shaped as adk-go's generateRequestConfirmationEvent does.
 // Plain maps, not genai/toolconfirmation structs: they survive the session
@@ -191,7 +116,7 @@ func confirmationCall(id, gooseID string, ar *goose.ApprovalRequest) *genai.Func
 			"originalFunctionCall": map[string]any{"id": ar.ID, "name": ar.ToolName, "args": args},
 			"toolConfirmation": map[string]any{
 				"hint": confirmationHint(ar, args), "confirmed": false,
-				// For programs: the answers ParseConfirmation takes as a
+				// For programs: the answers confirmation.Parse takes as a
 				// FunctionResponse for this call's id.
 				"payload": map[string]any{
 					"gooseSessionId": gooseID, "prompt": prompt,
@@ -207,7 +132,7 @@ const maxHintValue = 300
 
 // confirmationHint tells the person asked what goose wants to run and how
 // to allow it, in words: UIs show it as the question (the v1.7.0 web UI
-// with a text box, whose yes/no ParseConfirmation reads).
+// with a text box, whose yes/no confirmation.Parse reads).
 func confirmationHint(ar *goose.ApprovalRequest, args map[string]any) string {
 	var b strings.Builder
 	if ar.Prompt != "" && ar.Prompt != ar.ToolName {

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/adk/agent"
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
+
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent/internal/userinput"
 )
 
 // Live conversations: the agent implements adk-go's live interface (the
@@ -234,9 +236,9 @@ func (s *liveSession) turn(ctx context.Context, msg *genai.Content, yield func(*
 	}
 	t := newTurn(s.g, &liveTurnContext{InvocationContext: s.ic.WithContext(ctx), content: msg}, ended)
 	t.streaming, t.live = true, s
-	in := parseInput(msg)
-	span.SetAttributes(attribute.Bool("adk2goose.live.answer", len(in.answers) > 0))
-	if admit := s.g.cfg.AdmitLiveTurn; admit != nil && len(in.answers) == 0 {
+	in := userinput.Parse(msg)
+	span.SetAttributes(attribute.Bool("adk2goose.live.answer", len(in.Answers) > 0))
+	if admit := s.g.cfg.AdmitLiveTurn; admit != nil && len(in.Answers) == 0 {
 		if err := admit(ctx, s.key); err != nil {
 			t.finish("", fmt.Errorf("failed to start a goose turn: %w", err))
 			endSpan(span, err)

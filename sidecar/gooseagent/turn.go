@@ -16,6 +16,8 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/adk2goose/goose-operator/sidecar/goose"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent/confirmation"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent/internal/userinput"
 	"github.com/adk2goose/goose-operator/sidecar/internal/adkcompat"
 )
 
@@ -96,12 +98,12 @@ func (t *turn) run() {
 		t.workingDir = dir
 	}
 
-	in := parseInput(t.ic.UserContent())
-	if len(in.answers) > 0 {
-		t.answer(in.answers)
+	in := userinput.Parse(t.ic.UserContent())
+	if len(in.Answers) > 0 {
+		t.answer(in.Answers)
 		return
 	}
-	if in.text == "" {
+	if in.Text == "" {
 		t.finish("", fmt.Errorf("failed to read user message: %w", errNoText))
 		return
 	}
@@ -128,26 +130,26 @@ func (t *turn) run() {
 	t.startPrompt()
 	defer t.endPrompt()
 	// The prompt span's context reaches goose (ACP _meta traceparent).
-	t.pump(openReply(t.spans.promptCtx, t.g.cfg.Backend, t.gooseID, goose.UserMessage{Text: in.text}))
+	t.pump(openReply(t.spans.promptCtx, t.g.cfg.Backend, t.gooseID, goose.UserMessage{Text: in.Text}))
 }
 
 // answer applies the user's confirmation and continues the paused reply.
-func (t *turn) answer(answers []confirmationAnswer) {
+func (t *turn) answer(answers []userinput.Answer) {
 	p := t.g.pending(t.entry)
-	var ans *confirmationAnswer
+	var ans *userinput.Answer
 	for i := range answers {
-		if p != nil && answers[i].id == p.confID {
+		if p != nil && answers[i].ID == p.confID {
 			ans = &answers[i]
 		}
 	}
 	if ans == nil {
-		t.finish("", fmt.Errorf("failed to apply tool confirmation: %w", t.g.notPending(t.entry, answers[0].id)))
+		t.finish("", fmt.Errorf("failed to apply tool confirmation: %w", t.g.notPending(t.entry, answers[0].ID)))
 		return
 	}
-	confirmed, err := ParseConfirmation(ans.response)
+	confirmed, err := confirmation.Parse(ans.Response)
 	if err != nil {
 		// The confirmation stays pending: the client can answer again.
-		t.finish("", fmt.Errorf("failed to apply tool confirmation %q: %w", ans.id, err))
+		t.finish("", fmt.Errorf("failed to apply tool confirmation %q: %w", ans.ID, err))
 		return
 	}
 	decision := goose.DenyOnce
@@ -157,7 +159,7 @@ func (t *turn) answer(answers []confirmationAnswer) {
 	t.resumeFrom(p, decision)
 	if !t.g.claim(t.entry, p, "already answered ("+string(decision)+")") {
 		// The timeout won the race since pending() looked.
-		t.finish("", fmt.Errorf("failed to apply tool confirmation: %w", t.g.notPending(t.entry, ans.id)))
+		t.finish("", fmt.Errorf("failed to apply tool confirmation: %w", t.g.notPending(t.entry, ans.ID)))
 		return
 	}
 	t.gooseID, t.prev, t.reachedGoose = p.gooseID, p.prev, true
@@ -549,7 +551,7 @@ func errorCode(err error) string {
 	switch {
 	case errors.As(err, &coded):
 		return coded.ErrorCode()
-	case errors.Is(err, errNoText), errors.Is(err, errBadConfirmation):
+	case errors.Is(err, errNoText), errors.Is(err, confirmation.ErrInvalid):
 		return ErrorCodeBadRequest
 	case errors.Is(err, ErrConfirmationNotPending):
 		return ErrorCodeConfirmationNotPending

@@ -50,32 +50,6 @@ func TestA2AKey(t *testing.T) {
 	}
 }
 
-func TestSessionPath(t *testing.T) {
-	r := New(Config{AppName: "goose"})
-	for path, want := range map[string]struct {
-		user, session string
-		list, ok      bool
-	}{
-		"/apps/goose/users/u/sessions/s":                 {"u", "s", false, true},
-		"/apps/goose/users/u/sessions/s/":                {"u", "s", false, true},
-		"/apps/goose/users/u/sessions/s/artifacts/a.txt": {"u", "s", false, true},
-		"/apps/goose/users/u%2Fv/sessions/s%20t":         {"u/v", "s t", false, true},
-		"/apps/goose/users/u/sessions":                   {"u", "", true, true},
-		"/apps/goose/users/u/sessions/":                  {"u", "", true, true},
-		"/apps/other/users/u/sessions/s":                 {},
-		"/apps/goose/users//sessions/s":                  {},
-		"/apps/goose/users/u/session/s":                  {},
-		"/apps/goose/users/u":                            {},
-		"/run_sse":                                       {},
-	} {
-		req := httptest.NewRequest(http.MethodGet, "http://x"+path, nil)
-		user, session, list, ok := r.sessionPath(req)
-		if user != want.user || session != want.session || list != want.list || ok != want.ok {
-			t.Errorf("%s: %q %q %v %v, want %+v", path, user, session, list, ok, want)
-		}
-	}
-}
-
 // stubOwner owns a fixed set of sessions ("user/session") and tasks.
 type stubOwner struct {
 	sessions, tasks []string
@@ -505,29 +479,4 @@ func TestDNSPeers(t *testing.T) {
 	if err != nil || !slices.Contains(all, "http://127.0.0.1:8080") {
 		t.Fatalf("peers %v, %v: want 127.0.0.1:8080 among them", all, err)
 	}
-}
-
-// FuzzKeys: no request body or path makes key extraction panic, and a key
-// found always names a session (with its user) or a task.
-func FuzzKeys(f *testing.F) {
-	for _, s := range []string{
-		`{"userId":"u","sessionId":"s"}`,
-		`{"method":"GetTask","params":{"id":"t"}}`,
-		`{"method":"SendMessage","params":{"message":{"contextId":"c"}}}`,
-		`/apps/goose/users/u/sessions/s`,
-		`{"params":{"message":null}}`,
-	} {
-		f.Add([]byte(s))
-	}
-	r := New(Config{AppName: "goose"})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if k, ok := a2aKey(t.Context(), b); ok && k.Task == "" && (k.User == "" || k.Session == "") {
-			t.Fatalf("key %+v from %q", k, b)
-		}
-		req := httptest.NewRequest(http.MethodGet, "http://x/", nil)
-		req.URL.RawPath, req.URL.Path = string(b), string(b)
-		if user, session, list, ok := r.sessionPath(req); ok && (user == "" || (session == "") != list) {
-			t.Fatalf("path %q: %q %q %v", b, user, session, list)
-		}
-	})
 }

@@ -8,6 +8,8 @@ import (
 	"google.golang.org/adk/session"
 
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/gooseagent/confirmation"
+	"github.com/adk2goose/goose-operator/sidecar/server/internal/runrequest"
 )
 
 // checkConfirmations rejects a run whose functionResponse parts do not
@@ -20,7 +22,7 @@ import (
 // confirmation may time out in between), which is also what A2A and
 // in-process runners rely on. An answer to a confirmation the session never
 // asked is a 400; to one it asked that is no longer pending, a 409.
-func (s *Server) checkConfirmations(ctx context.Context, req *RunRequest) (answers bool, he *httpError) {
+func (s *Server) checkConfirmations(ctx context.Context, req *runrequest.Request) (answers bool, he *httpError) {
 	if req.NewMessage == nil {
 		return false, nil
 	}
@@ -47,7 +49,7 @@ func (s *Server) checkConfirmations(ctx context.Context, req *RunRequest) (answe
 			}
 			return false, &httpError{status: status, code: gooseagent.ErrorCodeConfirmationNotPending, msg: ce.Error()}
 		}
-		if _, err := gooseagent.ParseConfirmation(fr.Response); err != nil {
+		if _, err := confirmation.Parse(fr.Response); err != nil {
 			return false, &httpError{status: http.StatusBadRequest, code: gooseagent.ErrorCodeBadRequest, msg: err.Error()}
 		}
 		answers = true

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/adk/session"
 
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
+	"github.com/adk2goose/goose-operator/sidecar/server/internal/apppath"
+	"github.com/adk2goose/goose-operator/sidecar/server/internal/runrequest"
 )
 
 // Codes of the JSON error answers ({"error", "code", "detail"}) this
@@ -50,7 +52,7 @@ func (s *Server) guardRuns(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) guardRun(w http.ResponseWriter, r *http.Request, req *RunRequest, next http.Handler) {
+func (s *Server) guardRun(w http.ResponseWriter, r *http.Request, req *runrequest.Request, next http.Handler) {
 	if req.AppName != s.cfg.AppName {
 		writeJSONError(w, r, http.StatusNotFound, codeAppNotFound, s.unknownApp(req.AppName))
 		return
@@ -104,7 +106,7 @@ func (s *Server) guardRun(w http.ResponseWriter, r *http.Request, req *RunReques
 // constraint error.
 func (s *Server) guardSessions(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		app, user, session, isResource, ok := appPath(r)
+		app, user, session, isResource, ok := apppath.Parse(r.URL.EscapedPath())
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -158,35 +160,6 @@ func (s *Server) takeTurn(w http.ResponseWriter, r *http.Request, k gooseagent.S
 			fmt.Sprintf("session %q is busy with another turn that did not end within %s; retry when it has", k.SessionID, s.cfg.TurnWait))
 	}
 	return nil, false
-}
-
-// appPath splits /apps/{app}/... and /dev/apps/{app}/...; user is set for
-// /apps/{app}/users/{user}[/...], session for
-// /apps/{app}/users/{user}/sessions/{session}[/...], and isResource when the
-// path ends at the session.
-func appPath(r *http.Request) (app, user, session string, isResource, ok bool) {
-	p := strings.TrimSuffix(r.URL.EscapedPath(), "/")
-	p = strings.TrimPrefix(p, "/dev")
-	seg := strings.Split(p, "/")
-	if len(seg) < 3 || seg[0] != "" || seg[1] != "apps" {
-		return "", "", "", false, false
-	}
-	unescape := func(s string) string {
-		u, err := url.PathUnescape(s)
-		if err != nil {
-			return s
-		}
-		return u
-	}
-	app = unescape(seg[2])
-	if len(seg) >= 5 && seg[3] == "users" {
-		user = unescape(seg[4])
-	}
-	if len(seg) >= 7 && seg[3] == "users" && seg[5] == "sessions" && seg[6] != "" {
-		session = unescape(seg[6])
-		isResource = len(seg) == 7
-	}
-	return app, user, session, isResource, true
 }
 
 // writeJSONError answers {"error": msg, "code": code, "detail": msg}: adk-go

@@ -12,8 +12,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	adka2a "google.golang.org/adk/server/adka2a/v2"
 
-	"github.com/adk2goose/goose-operator/sidecar/identity"
 	"github.com/adk2goose/goose-operator/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/sidecar/identity"
+	"github.com/adk2goose/goose-operator/sidecar/server/internal/apppath"
 )
 
 const codeForbidden = "FORBIDDEN"
@@ -62,7 +63,7 @@ func (s *Server) ownUser(next http.Handler) http.Handler {
 }
 
 // requestUser is the ADK user a request is about: the {user} of
-// /apps/{app}/users/{user}/... (appPath) and /users/{user}/..., or a run's
+// /apps/{app}/users/{user}/... (apppath.Parse) and /users/{user}/..., or a run's
 // userId.
 func requestUser(r *http.Request) (user string, named bool) {
 	if req := runRequestOf(r); req != nil {
@@ -72,7 +73,7 @@ func requestUser(r *http.Request) (user string, named bool) {
 		lq, _ := liveQueryOf(r)
 		return lq.user, true
 	}
-	if _, user, _, _, ok := appPath(r); ok {
+	if _, user, _, _, ok := apppath.Parse(r.URL.EscapedPath()); ok {
 		return user, user != ""
 	}
 	seg := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/dev"), "/")

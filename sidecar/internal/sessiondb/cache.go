@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"google.golang.org/adk/session"
+
+	"github.com/adk2goose/goose-operator/sidecar/internal/sessiondb/internal/storedstate"
 )
 
 // DefaultCacheBytes bounds a Cache made with NewCache(0).
@@ -209,7 +211,7 @@ func (e *cacheEntry) session(k sessionKey) (*storedSession, error) {
 	var st scopedState
 	for i, into := range []*map[string]any{&st.session, &st.app, &st.user} {
 		var err error
-		if *into, err = decodeState(e.state[i]); err != nil {
+		if *into, err = storedstate.Decode(e.state[i]); err != nil {
 			return nil, err
 		}
 	}

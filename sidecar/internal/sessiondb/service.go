@@ -28,6 +28,7 @@ import (
 	"google.golang.org/adk/platform"
 	"google.golang.org/adk/session"
 
+	"github.com/adk2goose/goose-operator/sidecar/internal/sessiondb/internal/storedstate"
 	"github.com/adk2goose/goose-operator/sidecar/internal/sqlitedb"
 )
 
@@ -209,7 +210,7 @@ func (s *Service) List(ctx context.Context, req *session.ListRequest) (*session.
 			return err
 		}
 		var err error
-		r.state, err = decodeState(state)
+		r.state, err = storedstate.Decode(state)
 		found = append(found, r)
 		return err
 	})
@@ -233,7 +234,7 @@ func (s *Service) List(ctx context.Context, req *session.ListRequest) (*session.
 			return err
 		}
 		var err error
-		users[user], err = decodeState(state)
+		users[user], err = storedstate.Decode(state)
 		return err
 	})
 	if err != nil {
@@ -474,7 +475,7 @@ func loadSession(ctx context.Context, q querier, app, user, id string) (scopedSt
 		into *map[string]any
 		b    []byte
 	}{{&st.session, own}, {&st.app, appState}, {&st.user, userState}} {
-		if *d.into, err = decodeState(d.b); err != nil {
+		if *d.into, err = storedstate.Decode(d.b); err != nil {
 			return scopedState{}, time.Time{}, fmt.Errorf("failed to read state of session %q: %w", id, err)
 		}
 	}
@@ -528,22 +529,7 @@ func loadState(ctx context.Context, q querier, query string, args ...any) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("failed to read state: %w", err)
 	}
-	return decodeState(b)
-}
-
-// decodeState decodes a stored state; NULL or empty is an empty state.
-func decodeState(b []byte) (map[string]any, error) {
-	m := map[string]any{}
-	if len(b) == 0 {
-		return m, nil
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("failed to decode state: %w", err)
-	}
-	if m == nil { // the JSON null
-		m = map[string]any{}
-	}
-	return m, nil
+	return storedstate.Decode(b)
 }
 
 // eachRow runs query and calls f for each row.

@@ -1,4 +1,4 @@
-package server
+package runrequest
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func decodeStrict(b []byte) (strictRun, error) {
 
 // canonical is what adkrest is handed for body.
 func canonical(body []byte) ([]byte, error) {
-	req, err := decodeRunRequest(body)
+	req, err := Decode(body)
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +77,9 @@ func TestDecodeRunRequest(t *testing.T) {
 	}
 }
 
-func mustDecode(t *testing.T, body string) *RunRequest {
+func mustDecode(t *testing.T, body string) *Request {
 	t.Helper()
-	req, err := decodeRunRequest([]byte(body))
+	req, err := Decode([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestDecodeRunRequestRejects(t *testing.T) {
 		`{` + ids + `,"newMessage":"x","streaming":1}`:                                 "streaming: must be a boolean",
 		`{` + ids + `,"newMessage":"x","stateDelta":[]}`:                               "stateDelta must be an object",
 	} {
-		req, err := decodeRunRequest([]byte(body))
+		req, err := Decode([]byte(body))
 		if err == nil || !strings.HasPrefix(err.Error(), want) || req != nil {
 			t.Errorf("%s: %v, want %q", body, err, want)
 		}

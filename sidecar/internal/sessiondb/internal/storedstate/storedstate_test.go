@@ -1,4 +1,4 @@
-package sessiondb
+package storedstate
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ func FuzzDecodeState(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeState(b)
+		m, err := Decode(b)
 		if err != nil {
 			return
 		}
@@ -25,7 +25,7 @@ func FuzzDecodeState(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%q: a state that does not encode: %v", b, err)
 		}
-		m2, err := decodeState(again)
+		m2, err := Decode(again)
 		if err != nil || !reflect.DeepEqual(m, m2) {
 			t.Fatalf("%q: %v read back as %v (%v)", b, m, m2, err)
 		}

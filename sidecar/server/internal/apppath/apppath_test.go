@@ -1,13 +1,12 @@
-package server
+package apppath
 
 import (
-	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 )
 
-// FuzzAppPath: appPath reads any client's URL path without a panic, and the
+// FuzzAppPath: Parse reads any client's URL path without a panic, and the
 // names it reads back are the ones a client escaped into the path.
 func FuzzAppPath(f *testing.F) {
 	for _, s := range [][4]string{
@@ -21,7 +20,7 @@ func FuzzAppPath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, path, app, user, session string) {
 		if u, err := url.Parse(path); err == nil {
-			a, us, s, isResource, ok := appPath(&http.Request{URL: u})
+			a, us, s, isResource, ok := Parse(u.EscapedPath())
 			if !ok && (a != "" || us != "" || s != "" || isResource) {
 				t.Fatalf("%q: not an app path, yet read %q %q %q %v", path, a, us, s, isResource)
 			}
@@ -35,7 +34,7 @@ func FuzzAppPath(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%q: %v", p, err)
 		}
-		a, us, s, isResource, ok := appPath(&http.Request{URL: u})
+		a, us, s, isResource, ok := Parse(u.EscapedPath())
 		wantSession, wantResource := session, session != ""
 		if session == "" && strings.HasSuffix(p, "/") {
 			wantResource = false
