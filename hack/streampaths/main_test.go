@@ -46,7 +46,7 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", flavor, err, out.String())
 		}
 		for _, want := range []string{"fake goose " + flavor + ";", "closed loop at concurrency 3", "\ndirect ", "\nproxy ", "\nadk2goose ", "\nadk-only ", "last p50",
-			"adk2goose: TTFE p50 ", "proxy:     TTFE p50 ", "ms over direct", "its own CPU/reply x", "adk-only:  TTFE p50 ", "adk2goose's own\n"} {
+			"adk2goose: TTFE p50 ", "proxy:     TTFE p50 ", "ms over direct", "its own CPU/reply x", "adk-only:  TTFE p50 ", "adk2goose's own; with the proxy's, x", " its own (the floor under adk2goose's)\n"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s: output lacks %q:\n%s", flavor, want, out.String())
 			}
