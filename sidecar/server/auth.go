@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/adk2goose/goose-operator/sidecar/identity"
 	"github.com/adk2goose/goose-operator/internal/jsonhttp"
+	"github.com/adk2goose/goose-operator/sidecar/identity"
 )
 
 // Routes served without the inbound token: probes must work without

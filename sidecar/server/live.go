@@ -22,6 +22,7 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/budget"
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 	"github.com/adk2goose/goose-operator/sidecar/peering"
+	"github.com/adk2goose/goose-operator/sidecar/server/internal/wsframe"
 )
 
 // LivePath is adkrest's live route: one WebSocket for a whole conversation
@@ -279,7 +280,7 @@ func (w *liveWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	s := w.s
 	c := &liveConn{
 		Conn: raw, writeTimeout: s.cfg.LiveWriteTimeout, idle: s.cfg.LiveIdleTimeout,
-		in:   frameScanner{max: s.cfg.MaxMessageBytes},
+		in:   wsframe.Scanner{Max: s.cfg.MaxMessageBytes},
 		busy: func() bool { return s.activity.running(w.key) },
 	}
 	// Bytes the client sent after its request, already buffered, are
@@ -318,11 +319,11 @@ type liveConn struct {
 	timer              *time.Timer
 
 	early []byte // read before the hijack, not yet given to gorilla
-	in    frameScanner
+	in    wsframe.Scanner
 	inErr error
 
 	mu        sync.Mutex // writes
-	out       frameScanner
+	out       wsframe.Scanner
 	handshake bool   // the 101 answer has been written
 	closing   []byte // a close frame to send at the next frame boundary
 	closed    bool   // a close frame of ours went out: nothing more may
@@ -344,11 +345,11 @@ func (c *liveConn) Read(p []byte) (int, error) {
 	}
 	if n > 0 {
 		c.timer.Reset(c.idle)
-		ok, ferr := c.in.feed(p[:n])
+		ok, ferr := c.in.Feed(p[:n])
 		if ferr != nil {
 			c.inErr = fmt.Errorf("failed to read a live message: %w", ferr)
 			code := websocket.CloseProtocolError
-			if errors.Is(ferr, errMessageTooBig) {
+			if errors.Is(ferr, wsframe.ErrMessageTooBig) {
 				code = closeMessageBig
 			}
 			c.sendClose(code, ferr.Error())
@@ -374,11 +375,11 @@ func (c *liveConn) Write(p []byte) (int, error) {
 	if !c.handshake {
 		// gorilla writes the 101 answer in one write before any frame.
 		c.handshake = true
-	} else if _, ferr := c.out.feed(p[:n]); ferr != nil {
+	} else if _, ferr := c.out.Feed(p[:n]); ferr != nil {
 		c.closed = true
 		return n, fmt.Errorf("failed to follow the server's frames: %w", ferr)
 	}
-	if err == nil && c.closing != nil && c.out.betweenFrames() {
+	if err == nil && c.closing != nil && c.out.BetweenFrames() {
 		c.flushCloseLocked()
 	}
 	return n, err
@@ -400,8 +401,8 @@ func (c *liveConn) sendClose(code int, reason string) {
 	if c.closed || c.closing != nil {
 		return
 	}
-	c.closing = closeFrame(code, reason)
-	if c.handshake && c.out.betweenFrames() {
+	c.closing = wsframe.CloseFrame(code, reason)
+	if c.handshake && c.out.BetweenFrames() {
 		c.flushCloseLocked()
 	}
 }
@@ -410,10 +411,10 @@ func (c *liveConn) sendClose(code int, reason string) {
 func (c *liveConn) Close() error {
 	c.mu.Lock()
 	c.gone = true
-	if c.draining && !c.closed && c.handshake && c.out.betweenFrames() {
+	if c.draining && !c.closed && c.handshake && c.out.BetweenFrames() {
 		// A turn cut by the drain's timeout ended the stream before the
 		// socket could be closed between turns: say why now.
-		c.closing = closeFrame(closeGoingAway, drainReason)
+		c.closing = wsframe.CloseFrame(closeGoingAway, drainReason)
 		c.flushCloseLocked()
 	}
 	c.mu.Unlock()

@@ -1,4 +1,4 @@
-package server
+package wsframe
 
 import (
 	"bytes"
@@ -45,18 +45,18 @@ func TestFrameScanner(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			// Whole, and one byte at a time: the same answer.
-			s := frameScanner{max: 100}
-			off, err := s.feed(tc.stream)
+			s := Scanner{Max: 100}
+			off, err := s.Feed(tc.stream)
 			if tc.wantOff < 0 {
-				if err != nil || off != len(tc.stream) || !s.betweenFrames() {
+				if err != nil || off != len(tc.stream) || !s.BetweenFrames() {
 					t.Fatalf("whole: %d %v", off, err)
 				}
 			} else if err == nil || off != tc.wantOff {
 				t.Fatalf("whole: refused at %d (%v), want %d", off, err, tc.wantOff)
 			}
-			s = frameScanner{max: 100}
+			s = Scanner{Max: 100}
 			for i := range tc.stream {
-				n, err := s.feed(tc.stream[i : i+1])
+				n, err := s.Feed(tc.stream[i : i+1])
 				if err != nil {
 					if tc.wantOff < 0 {
 						t.Fatalf("byte by byte: refused at %d: %v", i, err)
@@ -72,8 +72,8 @@ func TestFrameScanner(t *testing.T) {
 			}
 		})
 	}
-	s := frameScanner{max: 100}
-	if _, err := s.feed(clientFrame(true, opText, big)); !errors.Is(err, errMessageTooBig) {
+	s := Scanner{Max: 100}
+	if _, err := s.Feed(clientFrame(true, opText, big)); !errors.Is(err, ErrMessageTooBig) {
 		t.Errorf("a message over the cap: %v", err)
 	}
 }
@@ -84,27 +84,27 @@ func FuzzFrameScanner(f *testing.F) {
 	f.Add(append(clientFrame(false, opText, []byte("hello")), clientFrame(true, opContinuation, []byte("world"))...), 3)
 	f.Add(clientFrame(true, opBinary, bytes.Repeat([]byte("x"), 200)), 1)
 	f.Add([]byte{0x81, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 1}, 5)
-	f.Add(closeFrame(1001, "bye"), 2)
+	f.Add(CloseFrame(1001, "bye"), 2)
 	f.Fuzz(func(t *testing.T, stream []byte, cut int) {
 		if cut < 0 || cut > len(stream) {
 			cut = len(stream) / 2
 		}
-		whole := frameScanner{max: 64}
-		wn, werr := whole.feed(stream)
+		whole := Scanner{Max: 64}
+		wn, werr := whole.Feed(stream)
 		if wn < 0 || wn > len(stream) {
 			t.Fatalf("offset %d outside 0..%d", wn, len(stream))
 		}
-		parts := frameScanner{max: 64}
-		n1, err := parts.feed(stream[:cut])
+		parts := Scanner{Max: 64}
+		n1, err := parts.Feed(stream[:cut])
 		if err == nil {
 			var n2 int
-			n2, err = parts.feed(stream[cut:])
+			n2, err = parts.Feed(stream[cut:])
 			n1 = cut + n2
 		}
 		if (err == nil) != (werr == nil) {
 			t.Fatalf("whole: %v, cut at %d: %v", werr, cut, err)
 		}
-		if err == nil && whole.betweenFrames() != parts.betweenFrames() {
+		if err == nil && whole.BetweenFrames() != parts.BetweenFrames() {
 			t.Fatal("the two scans disagree on where a frame ends")
 		}
 		// The refused frame starts where the whole scan says, unless its

@@ -1,4 +1,6 @@
-package server
+// Package wsframe follows the frames of a WebSocket byte stream (RFC 6455)
+// without copying payloads, and builds the close frame a server sends.
+package wsframe
 
 import (
 	"encoding/binary"
@@ -14,15 +16,15 @@ const (
 	opClose        = 0x8
 )
 
-// frameScanner follows the frames of one direction of a WebSocket byte
+// Scanner follows the frames of one direction of a WebSocket byte
 // stream without copying payloads: it reads each frame header and skips the
 // payload. /run_live uses it on what the client sends, to refuse a message
 // over the cap from its header before its payload is read, and on what the
 // server sends, to know where a frame ends so that a close frame of its own
 // never lands inside another frame.
-type frameScanner struct {
-	// max bounds a message (the sum of its frames' payloads); 0: no bound.
-	max int64
+type Scanner struct {
+	// Max bounds a message (the sum of its frames' payloads); 0: no bound.
+	Max int64
 
 	hdr     [14]byte // a header being read
 	hdrLen  int
@@ -30,12 +32,13 @@ type frameScanner struct {
 	message int64  // payload bytes of the current data message so far
 }
 
-var errMessageTooBig = errors.New("message too big")
+// ErrMessageTooBig is wrapped by Feed's error for a message over Max.
+var ErrMessageTooBig = errors.New("message too big")
 
-// feed scans p. It returns how many bytes of p come before the header of a
+// Feed scans p. It returns how many bytes of p come before the header of a
 // frame that breaks the cap or the protocol, and that error; len(p) and nil
 // when p is fine. After an error the scanner must not be fed again.
-func (s *frameScanner) feed(p []byte) (int, error) {
+func (s *Scanner) Feed(p []byte) (int, error) {
 	off := 0
 	for off < len(p) {
 		if s.payload > 0 {
@@ -83,7 +86,7 @@ func (s *frameScanner) feed(p []byte) (int, error) {
 }
 
 // header takes the complete header in s.hdr.
-func (s *frameScanner) header() error {
+func (s *Scanner) header() error {
 	var n uint64
 	switch l := s.hdr[1] & 0x7f; l {
 	case 126:
@@ -101,8 +104,8 @@ func (s *frameScanner) header() error {
 		s.message = 0
 		fallthrough
 	case op == opContinuation:
-		if s.max > 0 && (n > uint64(s.max) || s.message+int64(n) > s.max) {
-			return fmt.Errorf("%w: over the %d-byte cap", errMessageTooBig, s.max)
+		if s.Max > 0 && (n > uint64(s.Max) || s.message+int64(n) > s.Max) {
+			return fmt.Errorf("%w: over the %d-byte cap", ErrMessageTooBig, s.Max)
 		}
 		s.message += int64(n)
 	case op >= opClose && n > 125:
@@ -112,12 +115,12 @@ func (s *frameScanner) header() error {
 	return nil
 }
 
-// betweenFrames reports that the bytes fed so far end at a frame boundary.
-func (s *frameScanner) betweenFrames() bool { return s.payload == 0 && s.hdrLen == 0 }
+// BetweenFrames reports that the bytes fed so far end at a frame boundary.
+func (s *Scanner) BetweenFrames() bool { return s.payload == 0 && s.hdrLen == 0 }
 
-// closeFrame is an unmasked close frame (what a server sends) with code and
+// CloseFrame is an unmasked close frame (what a server sends) with code and
 // reason, the reason cut to fit a control frame.
-func closeFrame(code int, reason string) []byte {
+func CloseFrame(code int, reason string) []byte {
 	if len(reason) > 123 {
 		reason = reason[:123]
 	}
