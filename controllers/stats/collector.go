@@ -269,6 +269,12 @@ func (c *Collector) fetch(ctx context.Context, url, token string) (Sample, error
 	if resp.StatusCode != http.StatusOK {
 		return Sample{}, fmt.Errorf("stats answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 	}
+	return decodeSample(body)
+}
+
+// decodeSample reads a /stats answer: figures the collector can add up, or
+// an error.
+func decodeSample(body []byte) (Sample, error) {
 	var s Sample
 	if err := json.Unmarshal(body, &s); err != nil {
 		return Sample{}, fmt.Errorf("failed to decode stats: %w", err)
