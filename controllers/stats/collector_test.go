@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/adk2goose/goose-operator/controllers/stats/sample"
 )
 
 // fakeSidecar serves /stats like adk2goose's GET /stats (sidecar/server/stats.go).
@@ -87,7 +89,7 @@ func TestCollectSumsReplicas(t *testing.T) {
 	p1 := newFakeSidecar(t, 4, 2, 1000, 200)
 	c := New(Options{})
 	res := c.Collect(context.Background(), agent, "tok", []Pod{p0.pod("a-0"), p1.pod("a-1")})
-	want := Totals{SessionsTotal: 7, SessionsActive: 3, Users: 3, TokensInput: 1100, TokensOutput: 220, TokensTotal: 1320}
+	want := sample.Totals{SessionsTotal: 7, SessionsActive: 3, Users: 3, TokensInput: 1100, TokensOutput: 220, TokensTotal: 1320}
 	if res.Totals != want || !res.Known || len(res.Stale) != 0 {
 		t.Fatalf("got %+v, want totals %+v, known and fresh", res, want)
 	}
@@ -104,7 +106,7 @@ func TestUnreachablePodKeepsLastKnownFigures(t *testing.T) {
 	p0.set(5, 1, 150, 30) // a conversation happened on a-0
 	p1.Close()            // a-1 went away
 	second := c.Collect(context.Background(), agent, "tok", pods)
-	want := Totals{SessionsTotal: 9, SessionsActive: 1, Users: 1, TokensInput: 1150, TokensOutput: 230, TokensTotal: 1380}
+	want := sample.Totals{SessionsTotal: 9, SessionsActive: 1, Users: 1, TokensInput: 1150, TokensOutput: 230, TokensTotal: 1380}
 	if second.Totals != want {
 		t.Fatalf("totals %+v, want %+v (a-1's last figures kept)", second.Totals, want)
 	}
@@ -132,7 +134,7 @@ func TestNeverAnsweredIsUnknown(t *testing.T) {
 	noLeaks(t)
 	c := New(Options{})
 	res := c.Collect(context.Background(), agent, "tok", []Pod{{Name: "a-0"}})
-	if res.Known || res.Totals != (Totals{}) || len(res.Stale) != 1 {
+	if res.Known || res.Totals != (sample.Totals{}) || len(res.Stale) != 1 {
 		t.Fatalf("got %+v, want unknown and stale", res)
 	}
 }

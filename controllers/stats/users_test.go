@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/adk2goose/goose-operator/controllers/stats/sample"
 )
 
 // withUsers makes the fake report users, of which it names those in hashes.
@@ -31,7 +33,7 @@ func TestCollectCountsUsersOnce(t *testing.T) {
 	if res := c.Collect(context.Background(), agent, "tok", pods); res.Totals.Users != 3 || len(res.Stale) != 0 {
 		t.Fatalf("users %d (stale %v), want 3: one user on both pods counts once", res.Totals.Users, res.Stale)
 	}
-	// a-1 has more users than it names (past maxUserHashes, or a sidecar
+	// a-1 has more users than it names (past sample.MaxUserHashes, or a sidecar
 	// that sends no hashes): the unnamed ones are added.
 	p1.withUsers(5, hashOf(2), hashOf(3))
 	if res := c.Collect(context.Background(), agent, "tok", pods); res.Totals.Users != 6 {
@@ -47,7 +49,7 @@ func TestCollectCountsUsersOnce(t *testing.T) {
 // more hashes than a sidecar sends, make the pod's answer invalid.
 func TestCollectRefusesBadUserHashes(t *testing.T) {
 	noLeaks(t)
-	many := make([]string, maxUserHashes+1)
+	many := make([]string, sample.MaxUserHashes+1)
 	for i := range many {
 		many[i] = hashOf(i)
 	}

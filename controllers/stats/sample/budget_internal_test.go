@@ -1,4 +1,4 @@
-package stats
+package sample
 
 import (
 	"testing"
@@ -8,13 +8,13 @@ import (
 // TestMergeBudget: each pod reports the agent's usage as it knows it; the
 // agent's is the freshest period's largest figure, never a sum.
 func TestMergeBudget(t *testing.T) {
-	day := func(d int, total int64, exhausted bool) *BudgetSample {
-		b := &BudgetSample{PeriodStart: time.Date(2026, 11, d, 0, 0, 0, 0, time.UTC), Exhausted: exhausted}
+	day := func(d int, total int64, exhausted bool) *Budget {
+		b := &Budget{PeriodStart: time.Date(2026, 11, d, 0, 0, 0, 0, time.UTC), Exhausted: exhausted}
 		b.Used.Total, b.Used.Input = total, total/2
 		return b
 	}
-	var agent *BudgetSample
-	for _, pod := range []*BudgetSample{day(23, 70, false), nil, day(22, 500, true), day(23, 90, true), day(23, 80, false)} {
+	var agent *Budget
+	for _, pod := range []*Budget{day(23, 70, false), nil, day(22, 500, true), day(23, 90, true), day(23, 80, false)} {
 		agent = mergeBudget(agent, pod)
 	}
 	if agent.Used.Total != 90 || agent.Used.Input != 45 || !agent.Exhausted || agent.PeriodStart.Day() != 23 {

@@ -1,4 +1,4 @@
-package stats
+package sample
 
 import "testing"
 
@@ -15,7 +15,7 @@ func FuzzDecodeSample(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		s, err := decodeSample(body)
+		s, err := Decode(body)
 		if err != nil {
 			return
 		}
@@ -26,7 +26,7 @@ func FuzzDecodeSample(f *testing.F) {
 			t.Fatalf("%q: negative budget use %+v", body, b.Used)
 		}
 		var tot Totals
-		tot.add(s)
+		tot.Add(s)
 		if tot.TokensTotal != s.Tokens.Total || tot.SessionsTotal != s.Sessions.Total || (s.Budget == nil) != (tot.Budget == nil) {
 			t.Fatalf("%q: totals %+v of one sample %+v", body, tot, s)
 		}
