@@ -209,7 +209,7 @@ func (r *GooseAgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	idle, err := r.decideIdle(ctx, a, reachable)
+	idle, err := r.decideIdle(ctx, a, reachable, readyAt(pods.Items))
 	if err != nil {
 		return ctrl.Result{}, err
 	}

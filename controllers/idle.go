@@ -54,8 +54,9 @@ type idleDecision struct {
 
 // decideIdle parks or wakes the agent. It asks the pods only when the idle
 // deadline has passed, so an awake agent costs one timer, not a poll.
-// reachable says whether the agent's Service reaches a ready pod now.
-func (r *GooseAgentReconciler) decideIdle(ctx context.Context, a *agentsv1alpha1.GooseAgent, reachable bool) (idleDecision, error) {
+// reachable says whether the agent's Service reaches a ready pod now,
+// readyAt since when one of its pods has been ready (nil: none is).
+func (r *GooseAgentReconciler) decideIdle(ctx context.Context, a *agentsv1alpha1.GooseAgent, reachable bool, readyAt *metav1.Time) (idleDecision, error) {
 	spec := a.Spec.Idle
 	if spec == nil {
 		return idleDecision{}, nil
@@ -102,7 +103,13 @@ func (r *GooseAgentReconciler) decideIdle(ctx context.Context, a *agentsv1alpha1
 	if d.reason == agentsv1alpha1.ReasonAwake {
 		d.message = fmt.Sprintf("parks after %s without a turn", after)
 	}
-	last := latest(st.LastActivityAt, st.WokenAt, &a.CreationTimestamp)
+	if readyAt == nil {
+		// No turn can run before a pod is ready (the agent is starting, or
+		// failing): it is not idle, and its idle time starts once a pod is.
+		// The pod's readiness reconciles the agent again.
+		return d, nil
+	}
+	last := latest(st.LastActivityAt, st.WokenAt, &a.CreationTimestamp, readyAt)
 	if deadline := last.Add(after); now.Before(deadline) {
 		st.LastActivityAt = &metav1.Time{Time: last}
 		d.requeue = deadline.Sub(now)
@@ -222,6 +229,24 @@ func (r *GooseAgentReconciler) activatorInputs(ctx context.Context) (*render.Act
 		act.Pods = append(act.Pods, render.ActivatorPod{Namespace: p.Namespace, Name: p.Name, IP: p.Status.PodIP})
 	}
 	return act, nil
+}
+
+// readyAt is when the first of the ready pods became ready (its Ready
+// condition's transition); nil when none is ready.
+func readyAt(pods []corev1.Pod) *metav1.Time {
+	var at *metav1.Time
+	for i := range pods {
+		p := &pods[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && (at == nil || c.LastTransitionTime.Before(at)) {
+				at = c.LastTransitionTime.DeepCopy()
+			}
+		}
+	}
+	return at
 }
 
 func isPodReady(p *corev1.Pod) bool {

@@ -46,6 +46,7 @@ func TestDecideIdle(t *testing.T) {
 		now        time.Time
 		activity   *activityFunc
 		podReady   bool
+		readySince time.Time
 		wantParked bool
 		wantReason string
 		wantAsked  int
@@ -53,23 +54,29 @@ func TestDecideIdle(t *testing.T) {
 	}{
 		{name: "no spec.idle", a: agent(nil, nil, ""), now: created.Add(time.Hour), activity: &activityFunc{}},
 		{name: "before the deadline: no question, a timer",
-			a: agent(idleAfter, nil, ""), now: created.Add(4 * time.Minute), activity: &activityFunc{},
+			a: agent(idleAfter, nil, ""), now: created.Add(4 * time.Minute), activity: &activityFunc{}, podReady: true,
 			wantReason: agentsv1alpha1.ReasonAwake, wantAfter: 6 * time.Minute},
 		{name: "at the deadline, a turn runs",
-			a: agent(idleAfter, nil, ""), now: created.Add(after), activity: &activityFunc{act: stats.Activity{InFlight: 1}},
+			a: agent(idleAfter, nil, ""), now: created.Add(after), activity: &activityFunc{act: stats.Activity{InFlight: 1}}, podReady: true,
 			wantReason: agentsv1alpha1.ReasonAwake, wantAsked: 1, wantAfter: DefaultIdleRecheck},
 		{name: "at the deadline, a pod does not answer",
-			a: agent(idleAfter, nil, ""), now: created.Add(after), activity: &activityFunc{act: stats.Activity{Unanswered: []string{"a-1: not ready"}}},
+			a: agent(idleAfter, nil, ""), now: created.Add(after), activity: &activityFunc{act: stats.Activity{Unanswered: []string{"a-1: not ready"}}}, podReady: true,
 			wantReason: agentsv1alpha1.ReasonAwake, wantAsked: 1, wantAfter: DefaultIdleRecheck},
 		{name: "at the deadline, the pods cannot be asked",
-			a: agent(idleAfter, nil, ""), now: created.Add(after), activity: &activityFunc{err: errors.New("no token")},
+			a: agent(idleAfter, nil, ""), now: created.Add(after), activity: &activityFunc{err: errors.New("no token")}, podReady: true,
 			wantReason: agentsv1alpha1.ReasonAwake, wantAsked: 1, wantAfter: DefaultIdleRecheck},
 		{name: "at the deadline, a turn ended since",
-			a: agent(idleAfter, nil, ""), now: created.Add(after), activity: &activityFunc{act: stats.Activity{LastTurnAt: created.Add(7 * time.Minute)}},
+			a: agent(idleAfter, nil, ""), now: created.Add(after), activity: &activityFunc{act: stats.Activity{LastTurnAt: created.Add(7 * time.Minute)}}, podReady: true,
 			wantReason: agentsv1alpha1.ReasonAwake, wantAsked: 1, wantAfter: 7 * time.Minute},
 		{name: "at the deadline, idle: parked",
-			a: agent(idleAfter, nil, ""), now: created.Add(after), activity: &activityFunc{},
+			a: agent(idleAfter, nil, ""), now: created.Add(after), activity: &activityFunc{}, podReady: true,
 			wantParked: true, wantReason: agentsv1alpha1.ReasonIdle, wantAsked: 1},
+		{name: "past the deadline, no pod ready yet: not idle, no question",
+			a: agent(idleAfter, nil, ""), now: created.Add(2 * after), activity: &activityFunc{},
+			wantReason: agentsv1alpha1.ReasonAwake},
+		{name: "past the deadline, a pod ready since later: the time runs from then",
+			a: agent(idleAfter, nil, ""), now: created.Add(after + time.Minute), activity: &activityFunc{}, podReady: true, readySince: created.Add(3 * time.Minute),
+			wantReason: agentsv1alpha1.ReasonAwake, wantAfter: 2 * time.Minute},
 		{name: "parked by hand",
 			a: agent(&agentsv1alpha1.IdleSpec{Parked: true}, nil, ""), now: created, activity: &activityFunc{},
 			wantParked: true, wantReason: agentsv1alpha1.ReasonParkRequested},
@@ -82,14 +89,18 @@ func TestDecideIdle(t *testing.T) {
 		{name: "parked, spec.idle.after removed: waking, a pod already ready",
 			a: agent(&agentsv1alpha1.IdleSpec{}, &agentsv1alpha1.IdleStatus{ParkedAt: mt(created)}, agentsv1alpha1.ReasonIdle), now: created.Add(time.Hour), activity: &activityFunc{}, podReady: true,
 			wantReason: agentsv1alpha1.ReasonAwake},
-		{name: "waking, no pod ready yet, before the deadline",
+		{name: "waking, no pod ready yet",
 			a:   agent(idleAfter, &agentsv1alpha1.IdleStatus{WokenAt: mt(created.Add(time.Hour)), LastActivityAt: mt(created.Add(time.Hour))}, agentsv1alpha1.ReasonWaking),
 			now: created.Add(time.Hour + time.Minute), activity: &activityFunc{},
-			wantReason: agentsv1alpha1.ReasonWaking, wantAfter: 9 * time.Minute},
+			wantReason: agentsv1alpha1.ReasonWaking},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &GooseAgentReconciler{Now: func() time.Time { return c.now }, Activity: c.activity}
-			d, err := r.decideIdle(t.Context(), c.a, c.podReady)
+			var readyAt *metav1.Time
+			if c.podReady {
+				readyAt = &metav1.Time{Time: c.readySince}
+			}
+			d, err := r.decideIdle(t.Context(), c.a, c.podReady, readyAt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +142,7 @@ func TestWakeRequests(t *testing.T) {
 				a.Annotations = map[string]string{agentsv1alpha1.WakeRequestedAtAnnotation: c.request}
 			}
 			r := &GooseAgentReconciler{Now: func() time.Time { return parkedAt.Add(time.Hour) }}
-			d, err := r.decideIdle(t.Context(), a, false)
+			d, err := r.decideIdle(t.Context(), a, false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

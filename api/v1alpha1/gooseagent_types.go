@@ -865,9 +865,10 @@ type GooseAgentStatus struct {
 // IdleStatus is an agent's parking state.
 type IdleStatus struct {
 	// LastActivityAt is the latest of the last turn on any replica (as the
-	// sidecars' usage.db records it), the last wake and the agent's
-	// creation, as the operator last looked. The agent is parked
-	// spec.idle.after later.
+	// sidecars' usage.db records it), the last wake, the agent's creation
+	// and the moment its first ready pod became ready, as the operator last
+	// looked. The agent is parked spec.idle.after later; never while no pod
+	// is ready.
 	// +optional
 	LastActivityAt *metav1.Time `json:"lastActivityAt,omitempty"`
 	// ParkedAt is when the agent was parked; set only while it is parked.

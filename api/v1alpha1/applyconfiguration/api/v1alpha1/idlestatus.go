@@ -28,9 +28,10 @@ import (
 // IdleStatus is an agent's parking state.
 type IdleStatusApplyConfiguration struct {
 	// LastActivityAt is the latest of the last turn on any replica (as the
-	// sidecars' usage.db records it), the last wake and the agent's
-	// creation, as the operator last looked. The agent is parked
-	// spec.idle.after later.
+	// sidecars' usage.db records it), the last wake, the agent's creation
+	// and the moment its first ready pod became ready, as the operator last
+	// looked. The agent is parked spec.idle.after later; never while no pod
+	// is ready.
 	LastActivityAt *v1.Time `json:"lastActivityAt,omitempty"`
 	// ParkedAt is when the agent was parked; set only while it is parked.
 	ParkedAt *v1.Time `json:"parkedAt,omitempty"`
