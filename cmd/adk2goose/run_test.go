@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dustin/go-humanize"
 	"go.uber.org/goleak"
 
+	"github.com/adk2goose/goose-operator/cmd/adk2goose/internal/options"
 	"github.com/adk2goose/goose-operator/internal/prestop"
 	"github.com/adk2goose/goose-operator/internal/testing/poll"
 	"github.com/adk2goose/goose-operator/internal/testing/syncbuf"
@@ -180,39 +180,11 @@ func TestDrainNotFollowedByAStop(t *testing.T) {
 	}
 }
 
-func TestParse(t *testing.T) {
-	env := envMap(map[string]string{"ADK2GOOSE_ACTIVE_WINDOW": "1m", "ADK2GOOSE_APP_NAME": "from_env", "ADK2GOOSE_INSECURE_NO_AUTH": "true"})
-	o, err := parse([]string{"-app-name", "from_flag"}, env, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.appName != "from_flag" || o.activeWindow != time.Minute || !o.insecureNoAuth || o.gooseFlavor != "serve" ||
-		o.confirmationTimeout != 10*time.Minute || o.gooseUnusedIdleTimeout != 2*time.Minute || o.debugTraces != 10000 || o.peersHost != "" || o.podIP != "" {
-		t.Fatalf("%+v", o)
-	}
-	o, err = parse(nil, envMap(map[string]string{
-		"ADK2GOOSE_INSECURE_NO_AUTH": "1", "ADK2GOOSE_CONFIRMATION_TIMEOUT": "90s", "ADK2GOOSE_DEBUG_TRACES": "500",
-	}), io.Discard)
-	if err != nil || o.confirmationTimeout != 90*time.Second || o.debugTraces != 500 ||
-		o.workspaceScope != "session" || o.workspaceRetention != 0 || o.workspaceSeedDir != "" {
-		t.Fatalf("%v %+v", err, o)
-	}
-	o, err = parse([]string{"-insecure-no-auth"}, envMap(map[string]string{
-		"ADK2GOOSE_PEERS_HOST": "a-headless.ns.svc", "POD_IP": "10.0.0.7",
-	}), io.Discard)
-	if err != nil || o.peersHost != "a-headless.ns.svc" || o.podIP != "10.0.0.7" {
-		t.Fatalf("%v %+v", err, o)
-	}
-	o, err = parse([]string{"-insecure-no-auth", "-peers-host", "b-headless.ns.svc", "-pod-ip", "10.0.0.8"}, envMap(map[string]string{
-		"ADK2GOOSE_PEERS_HOST": "a-headless.ns.svc", "POD_IP": "10.0.0.7",
-	}), io.Discard)
-	if err != nil || o.peersHost != "b-headless.ns.svc" || o.podIP != "10.0.0.8" {
-		t.Fatalf("%v %+v", err, o)
-	}
-	// This sidecar's URL is what its peers list it by, and it does not list
-	// itself (localhost resolves through the hosts file only).
-	o.peersHost, o.podIP = "localhost", "127.0.0.1"
-	peers, self := o.peers(8080)
+// This sidecar's URL is what its peers list it by, and it does not list
+// itself (localhost resolves through the hosts file only).
+func TestAgentPeers(t *testing.T) {
+	o := &options.Options{PeersHost: "localhost", PodIP: "127.0.0.1"}
+	peers, self := agentPeers(o, 8080)
 	mine, err := peers(t.Context())
 	if err != nil || self != "http://127.0.0.1:8080" || slices.Contains(mine, self) {
 		t.Fatalf("peers %v (%v), self %q: want self 127.0.0.1:8080, not among its peers", mine, err, self)
@@ -221,70 +193,18 @@ func TestParse(t *testing.T) {
 	if err != nil || !slices.Contains(othersView, self) {
 		t.Fatalf("another pod lists %v (%v), not this one's %q", othersView, err, self)
 	}
-	o.podIP = ""
-	if _, self := o.peers(8080); self != "" {
+	o.PodIP = ""
+	if _, self := agentPeers(o, 8080); self != "" {
 		t.Fatalf("URL %q without a pod IP", self)
 	}
-	o.peersHost = ""
-	if peers, _ := o.peers(8080); peers != nil {
+	o.PeersHost = ""
+	if peers, _ := agentPeers(o, 8080); peers != nil {
 		t.Fatal("peers without a peers host")
-	}
-	// Body limits: defaults, env, then flags over env; sizes in any unit.
-	o, err = parse([]string{"-insecure-no-auth"}, envMap(nil), io.Discard)
-	if err != nil || o.maxMessageBody != 5<<20 || o.maxOtherBody != 1<<20 || o.bodyReadTimeout != 30*time.Second || o.turnWait != time.Minute {
-		t.Fatalf("default limits: %v %+v", err, o)
-	}
-	o, err = parse([]string{"-insecure-no-auth", "-max-message-body", "2MiB"}, envMap(map[string]string{
-		"ADK2GOOSE_MAX_MESSAGE_BODY": "9MiB", "ADK2GOOSE_MAX_OTHER_BODY": "64KiB", "ADK2GOOSE_BODY_READ_TIMEOUT": "5s",
-	}), io.Discard)
-	if err != nil || o.maxMessageBody != 2<<20 || o.maxOtherBody != 64<<10 || o.bodyReadTimeout != 5*time.Second {
-		t.Fatalf("limits from env and flags: %v %+v", err, o)
-	}
-	o, err = parse([]string{"-insecure-no-auth", "-budget-file", "/etc/adk2goose/budget/budget.json"}, envMap(map[string]string{
-		"POD_NAME": "agent-1", "ADK2GOOSE_BUDGET_SYNC_INTERVAL": "2s",
-	}), io.Discard)
-	if err != nil || o.budgetFile != "/etc/adk2goose/budget/budget.json" || o.podName != "agent-1" || o.budgetSyncInterval != 2*time.Second {
-		t.Fatalf("%v %+v", err, o)
-	}
-	for name, c := range map[string]struct {
-		args []string
-		env  map[string]string
-	}{
-		"bad size flag":      {[]string{"-insecure-no-auth", "-max-message-body", "lots"}, nil},
-		"zero size":          {[]string{"-insecure-no-auth", "-max-other-body", "0"}, nil},
-		"bad size env":       {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_MAX_OTHER_BODY": "-1"}},
-		"no read timeout":    {[]string{"-insecure-no-auth", "-body-read-timeout", "0s"}, nil},
-		"no turn wait":       {[]string{"-insecure-no-auth", "-turn-wait", "0s"}, nil},
-		"no auth":            {nil, nil},
-		"bad flavor":         {[]string{"-insecure-no-auth", "-goose-flavor", "x"}, nil},
-		"bad env dur":        {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DRAIN_TIMEOUT": "soon"}},
-		"bad flag":           {[]string{"-nope"}, nil},
-		"extra arg":          {[]string{"-insecure-no-auth", "x"}, nil},
-		"no timeout":         {[]string{"-insecure-no-auth", "-confirmation-timeout", "0s"}, nil},
-		"bad scope":          {[]string{"-insecure-no-auth", "-workspace-scope", "tenant"}, nil},
-		"negative retention": {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_WORKSPACE_RETENTION": "-1h"}},
-		"no budget sync":     {[]string{"-insecure-no-auth", "-budget-sync-interval", "0s"}, nil},
-		"no unused idle":     {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_GOOSE_UNUSED_IDLE_TIMEOUT": "0s"}},
-		"no debug traces":    {[]string{"-insecure-no-auth", "-debug-traces", "0"}, nil},
-		"bad debug traces":   {[]string{"-insecure-no-auth"}, map[string]string{"ADK2GOOSE_DEBUG_TRACES": "many"}},
-	} {
-		if _, err := parse(c.args, envMap(c.env), io.Discard); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
-	if err := run(context.Background(), []string{"-insecure-no-auth", "-auth-token-file", "/nonexistent"}, envMap(nil)); err == nil {
-		t.Error("missing token file accepted")
 	}
 }
 
-// A size flag's default is written in the largest unit that divides it,
-// and reads back as the same size.
-func TestSizeText(t *testing.T) {
-	for n, want := range map[int64]string{5 << 20: "5MiB", 1 << 30: "1GiB", 1536 << 10: "1536KiB", 1536: "1536B", 3 << 30 / 2: "1536MiB"} {
-		got := sizeText(n)
-		back, err := humanize.ParseBytes(got)
-		if got != want || err != nil || int64(back) != n {
-			t.Errorf("sizeText(%d) = %q (reads back as %d, %v), want %q", n, got, back, err, want)
-		}
+func TestRunRefusesAMissingTokenFile(t *testing.T) {
+	if err := run(context.Background(), []string{"-insecure-no-auth", "-auth-token-file", "/nonexistent"}, envMap(nil)); err == nil {
+		t.Error("missing token file accepted")
 	}
 }

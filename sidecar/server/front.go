@@ -10,6 +10,7 @@ import (
 	"google.golang.org/adk/agent"
 
 	"github.com/adk2goose/goose-operator/sidecar/identity"
+	"github.com/adk2goose/goose-operator/sidecar/server/defaults"
 )
 
 // This file lends the sidecar's own door and card to a component that
@@ -41,13 +42,13 @@ type DoorConfig struct {
 func Door(next http.Handler, c DoorConfig) http.Handler {
 	limits := bodyLimits{message: c.MaxMessageBytes, other: c.MaxOtherBodyBytes, timeout: c.BodyReadTimeout}
 	if limits.message <= 0 {
-		limits.message = DefaultMaxMessageBytes
+		limits.message = defaults.MaxMessageBytes
 	}
 	if limits.other <= 0 {
-		limits.other = DefaultMaxOtherBytes
+		limits.other = defaults.MaxOtherBytes
 	}
 	if limits.timeout <= 0 {
-		limits.timeout = DefaultBodyReadTimeout
+		limits.timeout = defaults.BodyReadTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

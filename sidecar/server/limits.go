@@ -12,17 +12,6 @@ import (
 	"time"
 )
 
-// Default body limits. A user message reaches goose as one JSON frame; the
-// goose clients refuse one over goose.DefaultMaxMessageBytes (8 MiB,
-// JSON-encoded) and goose drops its socket above 16 MiB. A body of 5 MiB
-// leaves room for JSON escaping and the envelope, so a message that large is
-// refused at the door with 413 rather than deep in a turn.
-const (
-	DefaultMaxMessageBytes = 5 << 20 // /run, /run_sse and A2A messages
-	DefaultMaxOtherBytes   = 1 << 20 // session create, PATCH (state) and every other route
-	DefaultBodyReadTimeout = 30 * time.Second
-)
-
 // bodyLimits bounds how large a request body may be and how long it may
 // take to arrive. It works in two places: readDeadline, outside auth, gives
 // every body a read deadline so that nothing (not even the 401 of an

@@ -16,6 +16,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/sidecar/goose/goosetest"
 	"github.com/adk2goose/goose-operator/sidecar/server"
+	"github.com/adk2goose/goose-operator/sidecar/server/defaults"
 )
 
 // connCounts counts what a server did on its connections.
@@ -138,15 +139,15 @@ func TestEveryRouteCapsItsBody(t *testing.T) {
 		method, path string
 		limit        int64
 	}{
-		{"POST", "/run", server.DefaultMaxMessageBytes},
-		{"POST", "/run_sse", server.DefaultMaxMessageBytes},
-		{"POST", server.A2APathV1, server.DefaultMaxMessageBytes},
-		{"POST", server.A2APathV03, server.DefaultMaxMessageBytes},
-		{"POST", "/apps/goose/users/u/sessions", server.DefaultMaxOtherBytes},
-		{"POST", "/apps/goose/users/u/sessions/new-one", server.DefaultMaxOtherBytes},
-		{"PATCH", "/apps/goose/users/u/sessions/s1", server.DefaultMaxOtherBytes},
-		{"DELETE", "/apps/goose/users/u/sessions/s1", server.DefaultMaxOtherBytes},
-		{"POST", "/no/such/route", server.DefaultMaxOtherBytes},
+		{"POST", "/run", defaults.MaxMessageBytes},
+		{"POST", "/run_sse", defaults.MaxMessageBytes},
+		{"POST", server.A2APathV1, defaults.MaxMessageBytes},
+		{"POST", server.A2APathV03, defaults.MaxMessageBytes},
+		{"POST", "/apps/goose/users/u/sessions", defaults.MaxOtherBytes},
+		{"POST", "/apps/goose/users/u/sessions/new-one", defaults.MaxOtherBytes},
+		{"PATCH", "/apps/goose/users/u/sessions/s1", defaults.MaxOtherBytes},
+		{"DELETE", "/apps/goose/users/u/sessions/s1", defaults.MaxOtherBytes},
+		{"POST", "/no/such/route", defaults.MaxOtherBytes},
 	}
 	auth := map[string]string{"Authorization": "Bearer " + testToken}
 	for _, rt := range routes {

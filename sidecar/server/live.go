@@ -29,13 +29,6 @@ import (
 // (see package gooseagent for what goose does with its messages).
 const LivePath = "/run_live"
 
-// Defaults of the live route's limits.
-const (
-	DefaultLiveConnsPerUser = 16
-	DefaultLiveWriteTimeout = 30 * time.Second
-	DefaultLiveIdleTimeout  = 10 * time.Minute
-)
-
 const codeTooManyConns = "TOO_MANY_CONNECTIONS"
 
 // WebSocket close codes the sidecar sends itself (RFC 6455 §7.4.1).

@@ -73,6 +73,7 @@ import (
 
 	"github.com/adk2goose/goose-operator/internal/jsonhttp"
 	"github.com/adk2goose/goose-operator/sidecar/internal/waitgroup"
+	"github.com/adk2goose/goose-operator/sidecar/server/defaults"
 
 	"google.golang.org/adk/agent"
 	"google.golang.org/adk/server/adkrest"
@@ -92,13 +93,6 @@ import (
 // ErrDraining is the cancellation cause of requests still running when the
 // drain timeout ends. A live turn it ends says so with ErrorCode DRAINING.
 var ErrDraining error = codedError{code: codeDraining, err: errors.New("adk2goose is shutting down")}
-
-// DefaultDebugTraces is how many turns' traces the ADK web UI's trace view
-// keeps by default, adkrest's own default (adk web's -trace_capacity). A
-// trace of a one-turn reply without tools holds about 2 KiB, so a busy
-// sidecar keeps some 20 MB of them; a smaller number saves that memory and
-// shortens how far back the trace view reaches.
-const DefaultDebugTraces = 10000
 
 // Config configures New.
 type Config struct {
@@ -138,25 +132,25 @@ type Config struct {
 	// kills the stream at once when it is zero, hence the default.
 	SSEWriteTimeout time.Duration
 	// DebugTraces is how many of the newest turns' traces adkrest keeps in
-	// memory for the ADK web UI's trace view. Default DefaultDebugTraces.
+	// memory for the ADK web UI's trace view. Default defaults.DebugTraces.
 	DebugTraces int
 	// StartOptions are used for new goose sessions.
 	StartOptions goose.StartOptions
 	// MaxMessageBytes bounds the bodies that carry a user message: /run,
-	// /run_sse and both A2A endpoints. Default DefaultMaxMessageBytes.
+	// /run_sse and both A2A endpoints. Default defaults.MaxMessageBytes.
 	MaxMessageBytes int64
 	// MaxOtherBodyBytes bounds every other route's body (session create,
-	// PATCH). Default DefaultMaxOtherBytes.
+	// PATCH). Default defaults.MaxOtherBytes.
 	MaxOtherBodyBytes int64
 	// BodyReadTimeout bounds the time a request body takes to arrive.
-	// Default DefaultBodyReadTimeout.
+	// Default defaults.BodyReadTimeout.
 	BodyReadTimeout time.Duration
 	// ConfirmationTimeout is how long a goose tool approval (approve and
 	// smart_approve modes) waits for the client's answer before it is
 	// denied. Default 10m.
 	ConfirmationTimeout time.Duration
 	// TurnWait is how long a request waits for a session busy with another
-	// turn before it gets 409. Default DefaultTurnWait.
+	// turn before it gets 409. Default defaults.TurnWait.
 	TurnWait time.Duration
 	// StartGooseOnCreate starts a new ADK session's goose session in the
 	// background at its creation (gooseagent.Config.StartGooseOnCreate).
@@ -189,14 +183,14 @@ type Config struct {
 	// the global provider, so this should be the global one too.
 	TracerProvider *sdktrace.TracerProvider
 	// LiveConnsPerUser bounds the /run_live sockets one user has open on
-	// this pod. Default DefaultLiveConnsPerUser.
+	// this pod. Default defaults.LiveConnsPerUser.
 	LiveConnsPerUser int
 	// LiveWriteTimeout bounds each write to a /run_live socket. Default
-	// DefaultLiveWriteTimeout.
+	// defaults.LiveWriteTimeout.
 	LiveWriteTimeout time.Duration
 	// LiveIdleTimeout closes a /run_live socket on which nothing was sent
 	// either way for this long while no turn ran. Default
-	// DefaultLiveIdleTimeout.
+	// defaults.LiveIdleTimeout.
 	LiveIdleTimeout time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -223,31 +217,31 @@ func (c *Config) defaults() error {
 		c.SSEWriteTimeout = 10 * time.Minute
 	}
 	if c.DebugTraces <= 0 {
-		c.DebugTraces = DefaultDebugTraces
+		c.DebugTraces = defaults.DebugTraces
 	}
 	if c.ConfirmationTimeout <= 0 {
 		c.ConfirmationTimeout = 10 * time.Minute
 	}
 	if c.MaxMessageBytes <= 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
+		c.MaxMessageBytes = defaults.MaxMessageBytes
 	}
 	if c.MaxOtherBodyBytes <= 0 {
-		c.MaxOtherBodyBytes = DefaultMaxOtherBytes
+		c.MaxOtherBodyBytes = defaults.MaxOtherBytes
 	}
 	if c.BodyReadTimeout <= 0 {
-		c.BodyReadTimeout = DefaultBodyReadTimeout
+		c.BodyReadTimeout = defaults.BodyReadTimeout
 	}
 	if c.TurnWait <= 0 {
-		c.TurnWait = DefaultTurnWait
+		c.TurnWait = defaults.TurnWait
 	}
 	if c.LiveConnsPerUser <= 0 {
-		c.LiveConnsPerUser = DefaultLiveConnsPerUser
+		c.LiveConnsPerUser = defaults.LiveConnsPerUser
 	}
 	if c.LiveWriteTimeout <= 0 {
-		c.LiveWriteTimeout = DefaultLiveWriteTimeout
+		c.LiveWriteTimeout = defaults.LiveWriteTimeout
 	}
 	if c.LiveIdleTimeout <= 0 {
-		c.LiveIdleTimeout = DefaultLiveIdleTimeout
+		c.LiveIdleTimeout = defaults.LiveIdleTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

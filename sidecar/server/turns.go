@@ -10,10 +10,6 @@ import (
 	"github.com/adk2goose/goose-operator/sidecar/gooseagent"
 )
 
-// DefaultTurnWait is how long a request waits for the turn of a session
-// that is busy with another one.
-const DefaultTurnWait = time.Minute
-
 // errSessionBusy: the session's running turn did not end within the wait.
 var errSessionBusy = errors.New("the session is busy with another turn")
 

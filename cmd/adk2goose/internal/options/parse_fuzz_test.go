@@ -1,4 +1,4 @@
-package main
+package options
 
 import (
 	"io"
@@ -17,12 +17,12 @@ func FuzzParseEnv(f *testing.F) {
 			"ADK2GOOSE_INSECURE_NO_AUTH": "true", "ADK2GOOSE_TURN_WAIT": turnWait, "ADK2GOOSE_MAX_MESSAGE_BODY": body,
 			"ADK2GOOSE_DEBUG_TRACES": traces, "ADK2GOOSE_START_GOOSE_ON_CREATE": noAuth, "ADK2GOOSE_WORKSPACE_SCOPE": scope,
 		})
-		o, err := parse(nil, env, io.Discard)
+		o, err := Parse(nil, env, io.Discard)
 		if err != nil {
 			return
 		}
-		if o.turnWait <= 0 || o.maxMessageBody <= 0 || o.maxMessageBody > 1<<40 || o.debugTraces <= 0 {
-			t.Fatalf("options the sidecar cannot run with: turn wait %s, body %d, traces %d", o.turnWait, o.maxMessageBody, o.debugTraces)
+		if o.TurnWait <= 0 || o.MaxMessageBody <= 0 || o.MaxMessageBody > 1<<40 || o.DebugTraces <= 0 {
+			t.Fatalf("options the sidecar cannot run with: turn wait %s, body %d, traces %d", o.TurnWait, o.MaxMessageBody, o.DebugTraces)
 		}
 	})
 }

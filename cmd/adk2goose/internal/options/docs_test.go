@@ -1,4 +1,4 @@
-package main
+package options
 
 import (
 	"flag"
@@ -36,7 +36,7 @@ func TestDocsNameEveryFlag(t *testing.T) {
 			rows[m[1]] = row{file: f.Path, env: m[2], def: strings.TrimSpace(m[3])}
 		}
 	}
-	fs, _ := newFlagSet(&options{}, func(string) string { return "" })
+	fs, _ := NewFlagSet(&Options{}, func(string) string { return "" })
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		n++
@@ -97,7 +97,7 @@ var flagMention = regexp.MustCompile("`-([a-z][a-z0-9-]*[a-z0-9])[` ]")
 // prose follows. docs/development.md is left out: it names the benchmarks'
 // flags.
 func TestDocsMentionOnlyFlags(t *testing.T) {
-	fs, _ := newFlagSet(&options{}, func(string) string { return "" })
+	fs, _ := NewFlagSet(&Options{}, func(string) string { return "" })
 	n := 0
 	for _, f := range doctext.Files(t) {
 		if f.Path == "docs/development.md" {
