@@ -17,10 +17,12 @@ type bindingTarget struct {
 	what       string
 }
 
+// The CPU target is the one issue 41 settled on: its first 1.8x sat below
+// the floor of the work adk2goose must do (docs/development.md).
 var bindingTargets = []bindingTarget{
 	{"adk2goose", "TTFE p50 %s ms over direct", 2, "first event p50 <= direct's + 2 ms"},
 	{"adk2goose", "p99 %s ms over direct's", 5, "first event p99 <= direct's p99 + 5 ms"},
-	{"adk2goose", "its own CPU/reply x%s adk-only's", 1.8, "own CPU per reply <= 1.8x adk-only's"},
+	{"adk2goose", "its own CPU/reply x%s adk-only's", 2.5, "own CPU per reply <= 2.5x adk-only's"},
 	{"adk2goose", "memory/stream x%s the proxy's", 2, "memory per open stream <= 2x the proxy's"},
 }
 

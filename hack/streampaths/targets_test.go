@@ -26,7 +26,7 @@ func TestCheckTargets(t *testing.T) {
 	for name, runs := range map[string][][]figure{
 		"p50":    {run(2.5, 1, 1, 1), run(2.1, 1, 1, 1)},
 		"p99":    {run(1, 6, 1, 1)},
-		"cpu":    {run(1, 1, 1.81, 1)},
+		"cpu":    {run(1, 1, 2.51, 1)},
 		"memory": {run(1, 1, 1, 2.2)},
 	} {
 		out.Reset()
