@@ -3,6 +3,7 @@ package gooseagent_test
 import (
 	"context"
 	"encoding/json"
+	"iter"
 	"strings"
 	"sync"
 	"testing"
@@ -214,6 +215,46 @@ func TestGooseErrors(t *testing.T) {
 			t.Fatalf("got %s", dump(evs))
 		}
 	})
+}
+
+// finishedAs ends every reply of its backend with reason instead of the
+// backend's own.
+type finishedAs struct {
+	goose.Backend
+	reason string
+}
+
+func (b finishedAs) Reply(ctx context.Context, sessionID string, msg goose.UserMessage) iter.Seq2[goose.Event, error] {
+	return func(yield func(goose.Event, error) bool) {
+		for ev, err := range b.Backend.Reply(ctx, sessionID, msg) {
+			if _, ok := ev.(*goose.Finish); ok {
+				ev = &goose.Finish{Reason: b.reason}
+			}
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+// A reply goose ended "cancelled" that the turn did not cancel (another
+// client of the goose session did) is no answer: the turn ends with an
+// error, keeping the text goose sent before.
+func TestGooseCancelledTheTurn(t *testing.T) {
+	b := newScriptBackend(goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{{Text: "half an "}}}))
+	for reason, code := range map[string]string{"cancelled": gooseagent.ErrorCodeCancelled, "end_turn": ""} {
+		t.Run(reason, func(t *testing.T) {
+			h := newHarnessOn(t, b, finishedAs{b, reason})
+			evs := h.run(t, "x", agent.StreamingModeSSE)
+			fin := evs[len(evs)-1]
+			if fin.Partial || fin.ErrorCode != code || fin.Content == nil || fin.Content.Parts[0].Text != "half an " {
+				t.Fatalf("got %s", dump(evs))
+			}
+			if code != "" && (!strings.Contains(fin.ErrorMessage, "another client") || fin.FinishReason != genai.FinishReasonOther) {
+				t.Errorf("the error does not say why: %s", dump(evs))
+			}
+		})
+	}
 }
 
 func TestResumeAfterRestartAndLostSession(t *testing.T) {

@@ -403,6 +403,9 @@ func (t *turn) finish(reason string, err error) {
 	if err == nil && t.ic.Err() != nil {
 		err = context.Cause(t.ic)
 	}
+	if err == nil && reason == "cancelled" {
+		err = errCancelledInGoose
+	}
 	if err != nil && t.ic.Err() != nil {
 		cause := context.Cause(t.ic)
 		if t.live == nil || !t.live.reports(cause) {
@@ -544,6 +547,12 @@ func (t *turn) emit(ev *session.Event) bool {
 }
 
 var errNoText = errors.New("the message has no text part (goose accepts text)")
+
+// errCancelledInGoose ends a turn whose reply goose ended "cancelled" though
+// the turn asked for nothing: another client of the goose session cancelled
+// it (goose shares a session's run across its connections). What goose said
+// so far is not an answer.
+var errCancelledInGoose = fmt.Errorf("goose cancelled the turn: another client of the goose session stopped it: %w", context.Canceled)
 
 func errorCode(err error) string {
 	var ae *goose.AgentError

@@ -635,6 +635,69 @@ func TestA2ACancel(t *testing.T) {
 	}
 }
 
+// A turn that another client of the goose session cancels ends in an error
+// on both APIs, GOOSE_CANCELLED on ADK REST and a failed task on A2A, not in
+// an answer made of what goose had said before.
+func TestGooseCancelledByAnotherClient(t *testing.T) {
+	running := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{{Text: "working"}, {Delay: time.Minute, Text: "never"}}})
+	f := goosetest.NewServe(t, goosetest.WithServeScript(running))
+	c, err := acp.New(acp.Config{URL: f.URL, SecretKey: f.Secret, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	sc := startSidecar(t, c, t.TempDir())
+	// cancelOnceRunning cancels the prompt goose is running as soon as there
+	// is one, as a second client of the session would.
+	cancelOnceRunning := func(ctx context.Context) <-chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ctx.Err() == nil {
+				for _, id := range f.SessionIDs() {
+					if f.CancelRun(id) {
+						return
+					}
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		return done
+	}
+	t.Run("adk rest", func(t *testing.T) {
+		sc.createSession("u", "s1")
+		cancelled := cancelOnceRunning(t.Context())
+		status, frames := sc.runSSE(runBody("u", "s1", "go", true))
+		<-cancelled
+		if status != http.StatusOK || len(frames) == 0 {
+			t.Fatalf("HTTP %d, %d frames", status, len(frames))
+		}
+		last := frames[len(frames)-1].Data
+		msg, _ := last["errorMessage"].(string)
+		if last["errorCode"] != gooseagent.ErrorCodeCancelled || !strings.Contains(msg, "another client") {
+			t.Fatalf("the last event is not the cancel's error: %v", last)
+		}
+	})
+	t.Run("a2a", func(t *testing.T) {
+		cancelled := cancelOnceRunning(t.Context())
+		req := &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))}
+		var final *a2a.TaskStatusUpdateEvent
+		for ev, err := range a2aRaw(t, sc.URL).SendStreamingMessage(t.Context(), req) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok {
+				final = su
+			}
+		}
+		<-cancelled
+		if final == nil || final.Status.State != a2a.TaskStateFailed || final.Status.Message == nil ||
+			!strings.Contains(final.Status.Message.Parts[0].Text(), "another client") {
+			t.Fatalf("final status %+v", final)
+		}
+	})
+}
+
 func TestRESTClientDisconnectCancelsGoose(t *testing.T) {
 	slow := goosetest.Fixed(goosetest.Reply{Steps: []goosetest.Step{{Text: "a"}, {Delay: time.Minute, Text: "b"}}})
 	for _, fl := range flavours {

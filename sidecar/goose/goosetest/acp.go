@@ -256,6 +256,31 @@ func (s *Serve) Permissions() []ServePermission {
 	return append([]ServePermission(nil), s.perms...)
 }
 
+// CancelRun stops the session's running prompt as a session/cancel from
+// another client does in goose, whose run registry is shared by all its
+// connections (goose-acp-connections.md §2): the prompt is answered
+// stopReason "cancelled" though its own connection asked for nothing. It
+// reports whether a prompt was running.
+func (s *Serve) CancelRun(sessionID string) bool {
+	s.mu.Lock()
+	conns := make([]*serveConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	found := false
+	for _, c := range conns {
+		c.mu.Lock()
+		r := c.runs[sessionID]
+		c.mu.Unlock()
+		if r != nil {
+			r.stop()
+			found = true
+		}
+	}
+	return found
+}
+
 // Cancels returns the session/cancel notifications received so far.
 func (s *Serve) Cancels() []ServeCancel {
 	s.mu.Lock()
