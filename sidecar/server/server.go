@@ -196,7 +196,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c *Config) defaults() error {
+// fillDefaults refuses a Config without its required fields and gives the
+// others that are zero their defaults (package defaults, and a few that
+// only the server uses).
+func (c *Config) fillDefaults() error {
 	switch {
 	case c.Backend == nil:
 		return errors.New("backend is required")
@@ -295,7 +298,7 @@ type Server struct {
 // New builds the server: opens the SQLite stores in DataDir, builds the goose
 // agent, adkrest, and the A2A handlers.
 func New(ctx context.Context, cfg Config) (*Server, error) {
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.fillDefaults(); err != nil {
 		return nil, fmt.Errorf("failed to configure server: %w", err)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
