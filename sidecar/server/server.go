@@ -126,9 +126,9 @@ type Config struct {
 	// CORSOrigins lists allowed browser origins; "*" allows any.
 	CORSOrigins []string
 	// ActiveWindow: a session counts as active in /stats when a reply is in
-	// flight or its last turn ended within this window. Default 10m.
+	// flight or its last turn ended within this window. Default defaults.ActiveWindow.
 	ActiveWindow time.Duration
-	// SSEWriteTimeout bounds one /run_sse response. Default 10m. adkrest
+	// SSEWriteTimeout bounds one /run_sse response. Default defaults.SSEWriteTimeout; adkrest
 	// kills the stream at once when it is zero, hence the default.
 	SSEWriteTimeout time.Duration
 	// DebugTraces is how many of the newest turns' traces adkrest keeps in
@@ -147,7 +147,7 @@ type Config struct {
 	BodyReadTimeout time.Duration
 	// ConfirmationTimeout is how long a goose tool approval (approve and
 	// smart_approve modes) waits for the client's answer before it is
-	// denied. Default 10m.
+	// denied. Default defaults.ConfirmationTimeout.
 	ConfirmationTimeout time.Duration
 	// TurnWait is how long a request waits for a session busy with another
 	// turn before it gets 409. Default defaults.TurnWait.
@@ -214,16 +214,16 @@ func (c *Config) fillDefaults() error {
 		c.Version = "0.0.0"
 	}
 	if c.ActiveWindow <= 0 {
-		c.ActiveWindow = 10 * time.Minute
+		c.ActiveWindow = defaults.ActiveWindow
 	}
 	if c.SSEWriteTimeout <= 0 {
-		c.SSEWriteTimeout = 10 * time.Minute
+		c.SSEWriteTimeout = defaults.SSEWriteTimeout
 	}
 	if c.DebugTraces <= 0 {
 		c.DebugTraces = defaults.DebugTraces
 	}
 	if c.ConfirmationTimeout <= 0 {
-		c.ConfirmationTimeout = 10 * time.Minute
+		c.ConfirmationTimeout = defaults.ConfirmationTimeout
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = defaults.MaxMessageBytes

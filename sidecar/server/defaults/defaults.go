@@ -16,6 +16,16 @@ const (
 	BodyReadTimeout = 30 * time.Second
 )
 
+// ActiveWindow: a session used within it counts as active in /stats.
+const ActiveWindow = 10 * time.Minute
+
+// SSEWriteTimeout is the longest /run_sse response.
+const SSEWriteTimeout = 10 * time.Minute
+
+// ConfirmationTimeout is how long a goose tool approval waits for the
+// client's answer before it is denied.
+const ConfirmationTimeout = 10 * time.Minute
+
 // TurnWait is how long a request waits for the turn of a session that is
 // busy with another one.
 const TurnWait = time.Minute
