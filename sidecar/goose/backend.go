@@ -21,6 +21,15 @@ const (
 	FlavorGoosed Flavor = "goosed"
 )
 
+// How long goose serve's client keeps a session's connection open without a
+// reply (acp.Config's IdleTimeout and UnusedIdleTimeout): the default, and
+// for a session that has run no reply yet. They live here, with the
+// flavours, so that adk2goose's flags can show them without linking acp.
+const (
+	DefaultServeIdleTimeout       = 10 * time.Minute
+	DefaultServeUnusedIdleTimeout = 2 * time.Minute
+)
+
 // Backend is everything the sidecar needs from a goose server, and no more:
 // each method has a caller outside the backends and their tests.
 // backendtest.Run holds every implementation to the promises below.

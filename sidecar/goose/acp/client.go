@@ -45,13 +45,15 @@ type Config struct {
 
 	// IdleTimeout closes a session's connection after it ran no reply for
 	// this long; goose then frees the session's agent and extensions, and
-	// the next reply dials again. Default 10 minutes; negative: never.
+	// the next reply dials again. Default goose.DefaultServeIdleTimeout;
+	// negative: never.
 	IdleTimeout time.Duration
 	// UnusedIdleTimeout is IdleTimeout for a connection that has run no
 	// reply yet: a session started ahead of its first turn (an ADK client
 	// creates a session, e.g. each time the web UI opens, and may never
 	// send a message) holds an agent and its extensions in goose for this
-	// long only. Default 2 minutes; never longer than IdleTimeout.
+	// long only. Default goose.DefaultServeUnusedIdleTimeout; never longer
+	// than IdleTimeout.
 	UnusedIdleTimeout time.Duration
 	// MaxMessageBytes caps a user message, JSON-encoded; default
 	// goose.DefaultMaxMessageBytes.
@@ -155,10 +157,10 @@ func New(cfg Config) (*Client, error) {
 		cfg.DialTimeout = 10 * time.Second
 	}
 	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = 10 * time.Minute
+		cfg.IdleTimeout = goose.DefaultServeIdleTimeout
 	}
 	if cfg.UnusedIdleTimeout <= 0 {
-		cfg.UnusedIdleTimeout = 2 * time.Minute
+		cfg.UnusedIdleTimeout = goose.DefaultServeUnusedIdleTimeout
 	}
 	if cfg.IdleTimeout > 0 {
 		cfg.UnusedIdleTimeout = min(cfg.UnusedIdleTimeout, cfg.IdleTimeout)
