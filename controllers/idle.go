@@ -237,25 +237,29 @@ func readyAt(pods []corev1.Pod) *metav1.Time {
 	var at *metav1.Time
 	for i := range pods {
 		p := &pods[i]
-		if !p.DeletionTimestamp.IsZero() {
+		if !p.DeletionTimestamp.IsZero() || !isPodReady(p) {
 			continue
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && (at == nil || c.LastTransitionTime.Before(at)) {
-				at = c.LastTransitionTime.DeepCopy()
-			}
+		if c := readyCondition(p); at == nil || c.LastTransitionTime.Before(at) {
+			at = c.LastTransitionTime.DeepCopy()
 		}
 	}
 	return at
 }
 
 func isPodReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+	c := readyCondition(p)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// readyCondition is the pod's Ready condition; nil before the kubelet set it.
+func readyCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.PodReady {
+			return c
 		}
 	}
-	return false
+	return nil
 }
 
 // agentsOnActivator maps a change of an activator pod to the agents whose

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1alpha1 "github.com/adk2goose/goose-operator/api/v1alpha1"
@@ -150,5 +151,34 @@ func TestWakeRequests(t *testing.T) {
 				t.Fatalf("woke %v, want %v (%s %s)", woke, c.wake, d.reason, d.message)
 			}
 		})
+	}
+}
+
+// readyAt is the earliest Ready transition of the pods that are ready and
+// not being deleted.
+func TestReadyAt(t *testing.T) {
+	at := func(m int) metav1.Time { return metav1.NewTime(time.Date(2026, 12, 4, 10, m, 0, 0, time.UTC)) }
+	pod := func(status corev1.ConditionStatus, since metav1.Time, deleting bool) corev1.Pod {
+		p := corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at(0)},
+			{Type: corev1.PodReady, Status: status, LastTransitionTime: since},
+		}}}
+		if deleting {
+			p.DeletionTimestamp = &metav1.Time{Time: since.Time}
+		}
+		return p
+	}
+	pods := []corev1.Pod{
+		pod(corev1.ConditionFalse, at(1), false),
+		pod(corev1.ConditionTrue, at(3), false),
+		pod(corev1.ConditionTrue, at(2), true),
+		pod(corev1.ConditionTrue, at(5), false),
+		{}, // no conditions yet
+	}
+	if got := readyAt(pods); got == nil || !got.Equal(&metav1.Time{Time: at(3).Time}) {
+		t.Fatalf("readyAt = %v, want %v", got, at(3))
+	}
+	if got := readyAt(pods[:1]); got != nil {
+		t.Fatalf("readyAt with no ready pod = %v, want nil", got)
 	}
 }
