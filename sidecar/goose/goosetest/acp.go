@@ -262,21 +262,9 @@ func (s *Serve) Permissions() []ServePermission {
 // stopReason "cancelled" though its own connection asked for nothing. It
 // reports whether a prompt was running.
 func (s *Serve) CancelRun(sessionID string) bool {
-	s.mu.Lock()
-	conns := make([]*serveConn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
 	found := false
-	for _, c := range conns {
-		c.mu.Lock()
-		r := c.runs[sessionID]
-		c.mu.Unlock()
-		if r != nil {
-			r.stop()
-			found = true
-		}
+	for _, c := range s.openConns() {
+		found = c.cancelRun(sessionID) || found
 	}
 	return found
 }
@@ -571,6 +559,18 @@ type serveRun struct {
 
 func (r *serveRun) stop() { r.once.Do(func() { close(r.cancel) }) }
 
+// cancelRun stops the session's prompt running on this connection, if any,
+// and reports whether there was one.
+func (c *serveConn) cancelRun(sessionID string) bool {
+	c.mu.Lock()
+	r := c.runs[sessionID]
+	c.mu.Unlock()
+	if r != nil {
+		r.stop()
+	}
+	return r != nil
+}
+
 func (r *serveRun) stopped() bool {
 	select {
 	case <-r.cancel:
@@ -717,12 +717,7 @@ func (c *serveConn) notification(m acpRpcIn) {
 		c.s.mu.Lock()
 		c.s.cancels = append(c.s.cancels, ServeCancel{SessionID: p.SessionID, At: time.Now()})
 		c.s.mu.Unlock()
-		c.mu.Lock()
-		r := c.runs[p.SessionID]
-		c.mu.Unlock()
-		if r != nil {
-			r.stop()
-		}
+		c.cancelRun(p.SessionID)
 	case "$/cancel_request":
 		// Supported by goose (§3): cancels the request's handler.
 		var p struct {
