@@ -204,10 +204,14 @@ type UsageUpdate struct {
 	ContextLimit   int64
 }
 
-// Finish ends a reply. Reason is "end_turn", "stop" or "cancelled".
+// Finish ends a reply. Reason is "end_turn", "stop" or FinishCancelled.
 type Finish struct {
 	Reason string
 }
+
+// FinishCancelled is the Finish.Reason of a reply goose stopped because it
+// was cancelled (ACP's stopReason "cancelled"), by this client or another.
+const FinishCancelled = "cancelled"
 
 func (*TextDelta) isEvent()       {}
 func (*ThinkingDelta) isEvent()   {}

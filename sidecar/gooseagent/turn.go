@@ -403,7 +403,7 @@ func (t *turn) finish(reason string, err error) {
 	if err == nil && t.ic.Err() != nil {
 		err = context.Cause(t.ic)
 	}
-	if err == nil && reason == "cancelled" {
+	if err == nil && reason == goose.FinishCancelled {
 		err = errCancelledInGoose
 	}
 	if err != nil && t.ic.Err() != nil {
@@ -605,7 +605,7 @@ func finishReason(reason string, err error) genai.FinishReason {
 		return genai.FinishReasonStop
 	case "max_tokens":
 		return genai.FinishReasonMaxTokens
-	default: // "cancelled" and anything new
+	default: // goose.FinishCancelled and anything new
 		return genai.FinishReasonOther
 	}
 }
